@@ -1,0 +1,48 @@
+# toolloop: every command a developer or CI runs.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+# mypy cannot follow setuptools' editable finder, so lint reads the package
+# through a farm of symlinks that rebuilds the `toolloop` tree.
+TYPED   := build/typed
+PKGS    := engine states effects specs tools
+
+.PHONY: install demo test lint bench mutation diagram test-servers clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+demo: install
+	$(BIN)/toolloop demo
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	rm -rf $(TYPED) && mkdir -p $(TYPED)/toolloop
+	for p in $(PKGS); do ln -s ../../../$$p $(TYPED)/toolloop/$$p; done
+	cd $(TYPED) && ../../$(BIN)/mypy -p toolloop
+
+bench: install
+	$(BIN)/python -m tests.bench
+
+mutation: install
+	$(BIN)/python -m tests.mutation
+
+diagram: install
+	$(BIN)/toolloop diagram --format mermaid
+
+test-servers: install
+	$(BIN)/pip install -q -e '.[test,servers]'
+	$(BIN)/python -m pytest -m servers tests/servers
+
+clean:
+	rm -rf $(VENV) build mutants .hypothesis

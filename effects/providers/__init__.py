@@ -1,0 +1,1 @@
+"""Model providers: the real OpenAI-compatible adapter and the scripted one."""

@@ -1,0 +1,1 @@
+"""toolloop test suite: unit, property, scenario and integration tests."""

@@ -1,0 +1,190 @@
+"""Effects: what `step` asks the interpreter to do, named in the imperative.
+
+A step's effects run in order. All but the last are *fire and forget*: the
+interpreter carries them out and reports nothing back (a notice that fails to
+send is logged, never an event). The last effect is either *awaited* (its answer
+is the next event: see `AWAITED`) or *final* (`Finish`, `RaiseError`).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from toolloop.states import (
+    ContextItem,
+    FunctionCall,
+    GenerationTurnResult,
+    JsonObject,
+    ToolContext,
+    ToolHistoryEntry,
+)
+from toolloop.states.convert import register_union
+
+
+class NoticeKey(enum.Enum):
+    """The notices of SPEC section 9."""
+
+    STILL_WORKING = "still_working"
+    MAX_ITERATIONS = "max_iterations"
+    TOOL_ERROR_LOOP = "tool_error_loop"
+    NAI_TOOL_RETRY_EXHAUSTED = "nai_tool_retry_exhausted"
+    STREAM_INACTIVITY_TIMEOUT = "stream_inactivity_timeout"
+    TOOL_CALL_FAILED = "tool_call_failed"
+    DELIBERATE_TRIGGER = "deliberate_trigger"
+
+
+class Level(enum.Enum):
+    """Severity of a notice or a log line."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@attrs.frozen(kw_only=True)
+class SendNotice:
+    """Send a localized notice; a hidden one goes to the thought log only."""
+
+    key: NoticeKey
+    level: Level
+    hidden: bool = False
+    iteration: int = 0
+    details: JsonObject = attrs.field(factory=dict)
+    """What the notice's text is filled with (tool name, reason, trigger)."""
+
+
+@attrs.frozen(kw_only=True)
+class StreamOnce:
+    """Stage 01: one provider call with the loop's current history and parts."""
+
+    iteration: int
+    function_history: tuple[ToolHistoryEntry, ...]
+    accumulated_model_parts: tuple[JsonObject, ...]
+    context: tuple[ContextItem, ...]
+    tail_directives: tuple[str, ...]
+    disabled: frozenset[str]
+    suppress_text_output: bool
+
+
+@attrs.frozen(kw_only=True)
+class CheckStop:
+    """Ask the turn control whether a stop or a follow-up is pending (answer: StopChecked)."""
+
+
+@attrs.frozen(kw_only=True)
+class DispatchTool:
+    """Run the tool through the registry, raced against its timeout and the kill."""
+
+    call: FunctionCall
+    context: ToolContext
+
+
+@attrs.frozen(kw_only=True)
+class TakeStashedContext:
+    """Take the enrichment item stashed under `key` out of the stash (answer: StashTaken)."""
+
+    key: str
+
+
+@attrs.frozen(kw_only=True)
+class ResetFollowUpCount:
+    """Reset the channel's follow-up count."""
+
+
+@attrs.frozen(kw_only=True)
+class IncrementFollowUpCount:
+    """Count one more follow-up interruption for the channel."""
+
+
+@attrs.frozen(kw_only=True)
+class QueueStopResponse:
+    """Queue the stop response at the front of the channel's queue."""
+
+
+@attrs.frozen(kw_only=True)
+class ClearStopRequest:
+    """Clear the channel's stop request (a follow-up, or a stop nobody waits on)."""
+
+
+@attrs.frozen(kw_only=True)
+class MarkToolChainActive:
+    """Mark the channel's tool-call chain active."""
+
+
+@attrs.frozen(kw_only=True)
+class SetTextSuppression:
+    """Tell the provider adapter whether to keep streamed text out of the channel."""
+
+    suppressed: bool
+
+
+@attrs.frozen(kw_only=True)
+class CountToolUsage:
+    """Count a successful, non-blocked call outside direct messages."""
+
+    name: str
+
+
+@attrs.frozen(kw_only=True)
+class RetainAffordance:
+    """Keep the tool exposed in the channel for the configured further turns."""
+
+    name: str
+
+
+@attrs.frozen(kw_only=True)
+class Log:
+    """Write a log line."""
+
+    level: Level
+    message: str
+    fields: JsonObject = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Finish:
+    """The attempt is over with this result."""
+
+    result: GenerationTurnResult
+
+
+class ErrorKind(enum.Enum):
+    """Errors the loop raises instead of returning a result."""
+
+    #: The model failed too many tool calls in a row under user impersonation.
+    IMPERSONATION_ABORTED = "impersonation_aborted"
+
+
+@attrs.frozen(kw_only=True)
+class RaiseError:
+    """The attempt is over by raising this error to the caller."""
+
+    kind: ErrorKind
+    message: str
+
+
+Effect = (
+    SendNotice
+    | StreamOnce
+    | CheckStop
+    | DispatchTool
+    | TakeStashedContext
+    | ResetFollowUpCount
+    | IncrementFollowUpCount
+    | QueueStopResponse
+    | ClearStopRequest
+    | MarkToolChainActive
+    | SetTextSuppression
+    | CountToolUsage
+    | RetainAffordance
+    | Log
+    | Finish
+    | RaiseError
+)
+AWAITED: tuple[type[Any], ...] = (StreamOnce, CheckStop, DispatchTool, TakeStashedContext)
+"""Effects whose answer is the next event; one ends every non-final step."""
+FINAL: tuple[type[Any], ...] = (Finish, RaiseError)
+register_union(Effect)

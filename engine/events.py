@@ -1,0 +1,66 @@
+"""Events: the facts the interpreter reports to `step`, named in the past tense.
+
+Each event answers the effect that ended the previous step (see
+`toolloop.engine.effects`); failures travel inside the event as data.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from toolloop.states import ContextItem, StreamResult, ToolResult
+from toolloop.states.convert import register_union
+
+
+class StopRequest(enum.Enum):
+    """What the turn control holds for the channel when asked."""
+
+    #: Nothing is pending.
+    NONE = "none"
+    #: A genuine stop: a `/kill`, a stop command, a stale-lock release.
+    STOP = "stop"
+    #: A queued follow-up message, which never turns a tool chain into a stop.
+    FOLLOW_UP = "follow_up"
+
+
+@attrs.frozen(kw_only=True)
+class TurnStarted:
+    """The interpreter is ready to run the attempt."""
+
+
+@attrs.frozen(kw_only=True)
+class StreamEnded:
+    """The provider call of stage 01 ended with this result."""
+
+    result: StreamResult
+
+
+@attrs.frozen(kw_only=True)
+class StopChecked:
+    """The turn control was asked whether a stop is pending."""
+
+    request: StopRequest
+
+
+@attrs.frozen(kw_only=True)
+class ToolSettled:
+    """The registry's run of the tool ended (success, failure, timeout or kill)."""
+
+    result: ToolResult
+    requires_follow_up: bool = False
+    """The registry's answer for this tool, provider and server (SPEC 7)."""
+    duration_ms: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class StashTaken:
+    """The stashed context item under the requested key was taken (None: missing)."""
+
+    item: ContextItem | None
+
+
+Event = TurnStarted | StreamEnded | StopChecked | ToolSettled | StashTaken
+EVENT_TYPES: tuple[type[Event], ...] = (TurnStarted, StreamEnded, StopChecked, ToolSettled, StashTaken)
+register_union(Event)

@@ -1,0 +1,70 @@
+"""What one provider call reports: its status, its text and the call it asked for."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+JsonObject = dict[str, Any]
+
+
+class StreamStatus(enum.Enum):
+    """How one provider stream ended."""
+
+    #: The model finished its reply.
+    COMPLETED = "completed"
+    #: The provider failed; the error is in `data`.
+    ERROR = "error"
+    #: The rolling inactivity timeout fired; the error is in `data`.
+    TIMEOUT = "timeout"
+    #: The model produced nothing at all.
+    EMPTY_RESPONSE = "empty_response"
+    #: A genuine stop (a `/kill`, a stop command) ended the stream.
+    STOPPED_BY_USER = "stopped_by_user"
+    #: A follow-up message from the user interrupted the stream.
+    FOLLOW_UP_INTERRUPT = "follow_up_interrupt"
+    #: The model asked for a tool; the call is in `data`.
+    FUNCTION_CALL = "function_call"
+
+
+@attrs.frozen(kw_only=True)
+class FunctionCall:
+    """A tool call as the model asked for it, native or recovered from text."""
+
+    name: str
+    """The tool's name, as the model wrote it (the engine trims it)."""
+    args: JsonObject | None = None
+    """The arguments object, or None when the model sent none."""
+    passthrough: JsonObject = attrs.field(factory=dict)
+    """Provider-specific fields (call id, thought signature), opaque, replayed as is."""
+    arguments_truncated: bool = False
+    """The provider cut the arguments short; `args` holds only the keys that arrived whole."""
+
+
+@attrs.frozen(kw_only=True)
+class StreamError:
+    """Why a stream ended in `error` or `timeout`, as data that a trace can carry."""
+
+    type: str
+    """The error's kind, e.g. the exception class name or `http_status`."""
+    message: str
+    """A sentence saying what went wrong."""
+    retryable: bool = True
+    """Whether the next attempt of a fallback chain may succeed where this one failed."""
+
+
+@attrs.frozen(kw_only=True)
+class StreamResult:
+    """What one provider call delivered."""
+
+    status: StreamStatus
+    accumulated_text: str = ""
+    """The visible text this stream delivered (also when its delivery was suppressed)."""
+    details_content: str = ""
+    """NovelAI scene metadata; never shown in the channel."""
+    data: FunctionCall | StreamError | None = None
+    """The call for `function_call`, the error for `error` and `timeout`, else None."""
+    thought_log: JsonObject | None = None
+    """The model's reasoning payload, when it sent one."""

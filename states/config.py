@@ -1,0 +1,30 @@
+"""The loop's limits (SPEC section 2), as parsed by `toolloop.engine.config`."""
+
+import attrs
+
+SOFT_WARN_ITERATION_THRESHOLD = 20
+"""The iteration at which the still-working notice is sent (fixed)."""
+SUPPRESS_FOLLOW_UP_AFTER_PRE_TOOL_TEXT = frozenset({"update_short_term_memory"})
+"""Tools that end the turn after visible text unless the registry wants a follow-up."""
+
+
+@attrs.frozen(kw_only=True)
+class LoopConfig:
+    """The configured limits; defaults are SPEC's."""
+
+    max_function_call_iterations: int = 100
+    max_consecutive_tool_errors: int = 5
+    nai_tool_failure_retry_threshold: int = 3
+    stream_sdk_call_timeout_ms: int = 120_000
+    stream_abandoned_settle_timeout_ms: int = 5_000
+    tool_execution_timeout_ms: int = 300_000
+    verbatim_tool_call_max_buffer_chars: int = 8_192
+
+
+@attrs.frozen(kw_only=True)
+class ConfigWarning:
+    """One invalid configuration value and what was used instead."""
+
+    variable: str
+    value: str
+    used: int

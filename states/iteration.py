@@ -1,0 +1,84 @@
+"""The iteration state: what the loop carries from one iteration to the next."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+from toolloop.states.calls import JsonObject, StreamResult
+from toolloop.states.config import LoopConfig
+from toolloop.states.results import GenerationTurnResult
+from toolloop.states.tools import ToolHistoryEntry, ToolResult
+from toolloop.states.turn import ContextItem, Sticker, TurnSettings
+
+
+class Phase(enum.Enum):
+    """Where the loop is: which answer from the interpreter it waits for."""
+
+    #: Not started; waits for `TurnStarted`.
+    IDLE = "idle"
+    #: A provider call runs; waits for `StreamEnded`.
+    STREAMING = "streaming"
+    #: A valid call arrived; waits for `StopChecked` before anything runs.
+    CHECKING_STOP = "checking_stop"
+    #: The registry runs the tool; waits for `ToolSettled`.
+    DISPATCHING = "dispatching"
+    #: The tool settled; waits for `StopChecked` before its result is used.
+    CHECKING_STOP_AFTER_TOOL = "checking_stop_after_tool"
+    #: A restart asked for a stashed context item; waits for `StashTaken`.
+    TAKING_STASH = "taking_stash"
+    #: The attempt has its result; no event is valid any more.
+    FINISHED = "finished"
+
+
+@attrs.frozen(kw_only=True)
+class ContextState:
+    """The attempt's context as enhanced-context restarts changed it (SPEC 6a)."""
+
+    items: tuple[ContextItem, ...] = ()
+    disabled: frozenset[str] = frozenset()
+    """Resources not to fetch again this turn: youtube, image, gif, message_metadata."""
+    tail_directives: tuple[str, ...] = ()
+    """Instructions appended after the context, e.g. "metadata is revealed"."""
+
+
+@attrs.frozen(kw_only=True)
+class PendingCall:
+    """The tool call being handled, between its stream and its outcome."""
+
+    stream: StreamResult
+    name: str
+    """The trimmed tool name."""
+    result: ToolResult | None = None
+    requires_follow_up: bool = False
+    duration_ms: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class IterationState:
+    """Everything `step` decides from; a new one after every event (SPEC 3)."""
+
+    config: LoopConfig
+    turn: TurnSettings
+    phase: Phase = Phase.IDLE
+    iteration: int = 0
+    stream_results: tuple[StreamResult, ...] = ()
+    function_history: tuple[ToolHistoryEntry, ...] = ()
+    accumulated_model_parts: tuple[JsonObject, ...] = ()
+    final_text: str = ""
+    details_text: str = ""
+    consecutive_tool_errors: int = 0
+    # Invariant: < config.max_consecutive_tool_errors outside FINISHED.
+    nai_consecutive_tool_failures: int = 0
+    selected_sticker: Sticker | None = None
+    thought_log: JsonObject | None = None
+    tool_response_delivered: bool = False
+    suppress_text_output: bool = False
+    still_working_sent: bool = False
+    short_term_memory_updated: bool = False
+    """A successful `update_short_term_memory` ran: a second one is refused."""
+    context: ContextState = attrs.field(factory=ContextState)
+    pending: PendingCall | None = None
+    # Invariant: set exactly in CHECKING_STOP, DISPATCHING, CHECKING_STOP_AFTER_TOOL.
+    result: GenerationTurnResult | None = None
+    # Invariant: set exactly in FINISHED, unless the attempt raised.

@@ -12,7 +12,6 @@ import enum
 from typing import Any
 
 import attrs
-
 from toolloop.states import (
     ContextItem,
     FunctionCall,
@@ -58,7 +57,7 @@ class SendNotice:
 
 @attrs.frozen(kw_only=True)
 class StreamOnce:
-    """Stage 01: one provider call with the loop's current history and parts."""
+    """Stage 01: one provider call (answer: StreamEnded, with the stop request then)."""
 
     iteration: int
     function_history: tuple[ToolHistoryEntry, ...]
@@ -70,13 +69,8 @@ class StreamOnce:
 
 
 @attrs.frozen(kw_only=True)
-class CheckStop:
-    """Ask the turn control whether a stop or a follow-up is pending (answer: StopChecked)."""
-
-
-@attrs.frozen(kw_only=True)
 class DispatchTool:
-    """Run the tool through the registry, raced against its timeout and the kill."""
+    """Run the tool, raced against its timeout and the kill (answer: ToolSettled)."""
 
     call: FunctionCall
     context: ToolContext
@@ -169,7 +163,6 @@ class RaiseError:
 Effect = (
     SendNotice
     | StreamOnce
-    | CheckStop
     | DispatchTool
     | TakeStashedContext
     | ResetFollowUpCount
@@ -184,7 +177,7 @@ Effect = (
     | Finish
     | RaiseError
 )
-AWAITED: tuple[type[Any], ...] = (StreamOnce, CheckStop, DispatchTool, TakeStashedContext)
+AWAITED: tuple[type[Any], ...] = (StreamOnce, DispatchTool, TakeStashedContext)
 """Effects whose answer is the next event; one ends every non-final step."""
 FINAL: tuple[type[Any], ...] = (Finish, RaiseError)
 register_union(Effect)

@@ -1,7 +1,10 @@
 """Events: the facts the interpreter reports to `step`, named in the past tense.
 
 Each event answers the effect that ended the previous step (see
-`toolloop.engine.effects`); failures travel inside the event as data.
+`toolloop.engine.effects`); failures travel inside the event as data. The two
+stop checks of stage 02 travel inside the events too: the interpreter reads the
+channel's stop request when the stream ends and when the tool settles, so a
+tool iteration costs two events, not four.
 """
 
 from __future__ import annotations
@@ -9,7 +12,6 @@ from __future__ import annotations
 import enum
 
 import attrs
-
 from toolloop.states import ContextItem, StreamResult, ToolResult
 from toolloop.states.convert import register_union
 
@@ -35,13 +37,8 @@ class StreamEnded:
     """The provider call of stage 01 ended with this result."""
 
     result: StreamResult
-
-
-@attrs.frozen(kw_only=True)
-class StopChecked:
-    """The turn control was asked whether a stop is pending."""
-
-    request: StopRequest
+    stop: StopRequest = StopRequest.NONE
+    """The channel's stop request when the stream ended: stage 02's check before any tool."""
 
 
 @attrs.frozen(kw_only=True)
@@ -52,6 +49,8 @@ class ToolSettled:
     requires_follow_up: bool = False
     """The registry's answer for this tool, provider and server (SPEC 7)."""
     duration_ms: int = 0
+    stop: StopRequest = StopRequest.NONE
+    """The channel's stop request when the tool settled: stage 02's check after dispatch."""
 
 
 @attrs.frozen(kw_only=True)
@@ -61,6 +60,11 @@ class StashTaken:
     item: ContextItem | None
 
 
-Event = TurnStarted | StreamEnded | StopChecked | ToolSettled | StashTaken
-EVENT_TYPES: tuple[type[Event], ...] = (TurnStarted, StreamEnded, StopChecked, ToolSettled, StashTaken)
+Event = TurnStarted | StreamEnded | ToolSettled | StashTaken
+EVENT_TYPES: tuple[type[Event], ...] = (
+    TurnStarted,
+    StreamEnded,
+    ToolSettled,
+    StashTaken,
+)
 register_union(Event)

@@ -10,15 +10,12 @@ from typing import Any
 
 import cattrs
 from cattrs.strategies import configure_tagged_union
-
 from toolloop.states.calls import FunctionCall, StreamError
 
 converter = cattrs.Converter(omit_if_default=False)
 converter.register_unstructure_hook_func(
     lambda cls: getattr(cls, "__origin__", cls) is frozenset, lambda value: sorted(value)
 )
-
-
 
 
 def register_union(union: Any) -> None:

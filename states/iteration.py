@@ -8,7 +8,7 @@ import attrs
 from toolloop.states.calls import JsonObject, StreamResult
 from toolloop.states.config import LoopConfig
 from toolloop.states.results import GenerationTurnResult
-from toolloop.states.tools import ToolHistoryEntry, ToolResult
+from toolloop.states.tools import ToolHistoryEntry
 from toolloop.states.turn import ContextItem, Sticker, TurnSettings
 
 
@@ -19,12 +19,8 @@ class Phase(enum.Enum):
     IDLE = "idle"
     #: A provider call runs; waits for `StreamEnded`.
     STREAMING = "streaming"
-    #: A valid call arrived; waits for `StopChecked` before anything runs.
-    CHECKING_STOP = "checking_stop"
     #: The registry runs the tool; waits for `ToolSettled`.
     DISPATCHING = "dispatching"
-    #: The tool settled; waits for `StopChecked` before its result is used.
-    CHECKING_STOP_AFTER_TOOL = "checking_stop_after_tool"
     #: A restart asked for a stashed context item; waits for `StashTaken`.
     TAKING_STASH = "taking_stash"
     #: The attempt has its result; no event is valid any more.
@@ -49,9 +45,8 @@ class PendingCall:
     stream: StreamResult
     name: str
     """The trimmed tool name."""
-    result: ToolResult | None = None
-    requires_follow_up: bool = False
-    duration_ms: int = 0
+    restart_type: str | None = None
+    """Set while a restart waits for its stashed context item."""
 
 
 @attrs.frozen(kw_only=True)
@@ -79,6 +74,6 @@ class IterationState:
     """A successful `update_short_term_memory` ran: a second one is refused."""
     context: ContextState = attrs.field(factory=ContextState)
     pending: PendingCall | None = None
-    # Invariant: set exactly in CHECKING_STOP, DISPATCHING, CHECKING_STOP_AFTER_TOOL.
+    # Invariant: set exactly in DISPATCHING and TAKING_STASH.
     result: GenerationTurnResult | None = None
     # Invariant: set exactly in FINISHED, unless the attempt raised.

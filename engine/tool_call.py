@@ -1,0 +1,153 @@
+"""Stage 02 decisions (SPEC 6): what the model is told about each call.
+
+Everything here is a pure function of the call, the turn and the tool's result;
+the coordinator in `toolloop.engine.loop` decides when each applies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from toolloop.engine.effects import Level, NoticeKey, SendNotice
+from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, STICKER_TOOL, is_visible
+from toolloop.states import (
+    SOFT_WARN_ITERATION_THRESHOLD,
+    FunctionCall,
+    JsonObject,
+    Sticker,
+    StreamResult,
+    ToolContext,
+    ToolHistoryEntry,
+    ToolResult,
+    TurnSettings,
+)
+
+FAILED = "tool_execution_failed"
+BLOCKED = "blocked_by_deliberate_tool_mode"
+GENERIC_FAILURE = "The tool call failed without an error message."
+TRUNCATED_REASON = (
+    "The provider truncated this tool call's arguments, so nothing was executed or "
+    "updated. Reissue the complete call, with all of its arguments, in one message."
+)
+
+
+def valid_name(stream: StreamResult) -> str | None:
+    """The trimmed tool name of a well-formed call, or None for a malformed one."""
+    call = stream.data
+    if not isinstance(call, FunctionCall):
+        return None
+    return call.name.strip() or None
+
+
+def renamed(call: FunctionCall, name: str) -> FunctionCall:
+    """The call under its trimmed name (the same object when it was already trimmed)."""
+    return call if call.name == name else attrs.evolve(call, name=name)
+
+
+def tool_context(turn: TurnSettings, iteration: int, memory_updated: bool) -> ToolContext:
+    """What the tool is told about its turn (step 3)."""
+    return ToolContext(
+        channel_id=turn.channel_id,
+        user_id=turn.user_id,
+        guild_id=turn.guild_id,
+        locale=turn.locale,
+        provider_name=turn.provider.name,
+        persona_name=turn.persona.name,
+        user_impersonation=turn.user_impersonation,
+        iteration=iteration,
+        suppress_progress_notices=not turn.surface_user_errors,
+        show_kill_hint=iteration >= SOFT_WARN_ITERATION_THRESHOLD,
+        unavailable_for_turn=(
+            frozenset({SHORT_TERM_MEMORY_TOOL}) if memory_updated else frozenset()
+        ),
+    )
+
+
+def is_blocked(turn: TurnSettings, name: str) -> bool:
+    """Deliberate mode with a non-empty allowlist refuses a tool not on it (step 5)."""
+    mode = turn.deliberate_mode
+    return mode.active and bool(mode.allowed) and name not in mode.allowed
+
+
+def truncated_response(name: str) -> JsonObject:
+    """What the model reads for a call refused for truncated arguments (step 4)."""
+    return {"status": FAILED, "tool_name": name, "reason": TRUNCATED_REASON}
+
+
+def blocked_response(turn: TurnSettings, name: str) -> JsonObject:
+    """What the model reads for a call refused by the allowlist, so it can adapt (step 5)."""
+    return {
+        "status": BLOCKED,
+        "tool_name": name,
+        "allowed_tool_names": list(turn.deliberate_mode.allowed),
+        "reason": f"The tool {name} was not exposed this turn; use one of the allowed tools.",
+    }
+
+
+def failure_reason(result: ToolResult) -> str:
+    """The reason of a failure: its message, else its error, else a generic text."""
+    return result.message or result.error or GENERIC_FAILURE
+
+
+def response_for(name: str, result: ToolResult) -> Any:
+    """What the model reads for a dispatched call (step 14)."""
+    if result.success:
+        return {"status": "completed"} if result.data is None else result.data
+    return {"status": FAILED, "reason": failure_reason(result), "tool_name": name}
+
+
+def resolve_sticker(turn: TurnSettings, result: ToolResult) -> Sticker | None:
+    """The sendable guild sticker a sticker-tool success selected, or None (step 13)."""
+    data = result.data
+    if not result.success or not isinstance(data, dict):
+        return None
+    if data.get("status") != "sticker_selected_successfully":
+        return None
+    wanted = data.get("sticker_id")
+    return next((s for s in turn.guild_stickers if s.id == wanted and s.sendable), None)
+
+
+def history_entry(
+    call: FunctionCall, name: str, response: Any, result: ToolResult | None, text: str
+) -> ToolHistoryEntry:
+    """The call/response pair the model sees from now on, with its pre-tool text (step 15)."""
+    return ToolHistoryEntry(
+        function_call=renamed(call, name),
+        function_response={"name": name, "response": {"result": response}},
+        image_metadata=None if result is None else result.image_metadata,
+        pre_tool_call_text_parts=({"type": "text", "text": text},) if is_visible(text) else None,
+    )
+
+
+def failed_notice(
+    iteration: int, call: FunctionCall, name: str, reason: str, data: Any
+) -> SendNotice:
+    """The hidden failed-tool notice; the interpreter redacts secrets before sending."""
+    return SendNotice(
+        key=NoticeKey.TOOL_CALL_FAILED,
+        level=Level.ERROR,
+        hidden=True,
+        iteration=iteration,
+        details={"tool_name": name, "reason": reason, "args": call.args, "data": data},
+    )
+
+
+def trigger_notice(turn: TurnSettings, iteration: int, name: str) -> SendNotice | None:
+    """The hidden notice naming the trigger that admitted a tool (step 10)."""
+    mode = turn.deliberate_mode
+    trigger = mode.triggers.get(name) if mode.active else None
+    if trigger is None:
+        return None
+    return SendNotice(
+        key=NoticeKey.DELIBERATE_TRIGGER,
+        level=Level.INFO,
+        hidden=True,
+        iteration=iteration,
+        details={"tool_name": name, "trigger": trigger.trigger, "source": trigger.source},
+    )
+
+
+def is_sticker_tool(name: str) -> bool:
+    """The sticker tool's every result replaces the selection (a miss clears it)."""
+    return name == STICKER_TOOL

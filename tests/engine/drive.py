@@ -1,0 +1,121 @@
+"""A pure driver for `step`: answers awaited effects from scripts, no interpreter.
+
+The scripts are what the world would report: one stream result per provider
+call (the last repeats), one tool result per dispatch (the last repeats), and
+the stop requests the turn control holds at each check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import attrs
+
+from toolloop.engine.effects import (
+    DispatchTool,
+    Effect,
+    Finish,
+    RaiseError,
+    StreamOnce,
+    TakeStashedContext,
+)
+from toolloop.engine.events import (
+    Event,
+    StashTaken,
+    StopRequest,
+    StreamEnded,
+    ToolSettled,
+    TurnStarted,
+)
+from toolloop.engine.step import initial_state, step
+from toolloop.states import (
+    ContextItem,
+    GenerationTurnResult,
+    IterationState,
+    LoopConfig,
+    StreamResult,
+    ToolResult,
+    TurnSettings,
+)
+
+
+@attrs.frozen(kw_only=True)
+class Run:
+    """Everything a driven attempt produced, in order."""
+
+    states: tuple[IterationState, ...]
+    events: tuple[Event, ...]
+    effects: tuple[Effect, ...]
+    steps: tuple[tuple[Event, tuple[Effect, ...]], ...]
+
+    @property
+    def final(self) -> IterationState:
+        return self.states[-1]
+
+    @property
+    def result(self) -> GenerationTurnResult | None:
+        return self.final.result
+
+    @property
+    def raised(self) -> RaiseError | None:
+        last = self.effects[-1]
+        return last if isinstance(last, RaiseError) else None
+
+    def of_type(self, kind: type[Effect]) -> list[Effect]:
+        return [e for e in self.effects if isinstance(e, kind)]
+
+
+def _cycle(items: Sequence[object]) -> Iterator[object]:
+    for item in items:
+        yield item
+    while True:
+        yield items[-1]
+
+
+def drive(
+    streams: Sequence[StreamResult],
+    tools: Sequence[ToolResult] = (ToolResult(success=True),),
+    *,
+    turn: TurnSettings | None = None,
+    config: LoopConfig | None = None,
+    stops: Sequence[StopRequest] = (StopRequest.NONE,),
+    requires_follow_up: bool = False,
+    stash: dict[str, ContextItem] | None = None,
+) -> Run:
+    """Run `step` from the initial state until a final effect, answering from the scripts."""
+    state = initial_state(config or LoopConfig(), turn or TurnSettings())
+    stream_it, tool_it, stop_it = _cycle(streams), _cycle(tools), _cycle(stops)
+    event: Event = TurnStarted()
+    states, events, effects, steps = [state], [], [], []
+    while True:
+        out = step(state, event)
+        state = out.state
+        states.append(state)
+        events.append(event)
+        effects.extend(out.effects)
+        steps.append((event, out.effects))
+        last = out.effects[-1]
+        if isinstance(last, Finish | RaiseError):
+            return Run(states=tuple(states), events=tuple(events), effects=tuple(effects), steps=tuple(steps))
+        event = _answer(last, stream_it, tool_it, stop_it, requires_follow_up, stash or {})
+
+
+def _answer(
+    effect: Effect,
+    streams: Iterator[object],
+    tools: Iterator[object],
+    stops: Iterator[object],
+    requires_follow_up: bool,
+    stash: dict[str, ContextItem],
+) -> Event:
+    if isinstance(effect, StreamOnce):
+        return StreamEnded(result=next(streams), stop=next(stops))  # type: ignore[arg-type]
+    if isinstance(effect, DispatchTool):
+        return ToolSettled(
+            result=next(tools),  # type: ignore[arg-type]
+            requires_follow_up=requires_follow_up,
+            stop=next(stops),  # type: ignore[arg-type]
+        )
+    if isinstance(effect, TakeStashedContext):
+        return StashTaken(item=stash.pop(effect.key, None))
+    raise AssertionError(f"not an awaited effect: {effect!r}")

@@ -61,6 +61,8 @@ class Step:
 
     state: IterationState
     effects: tuple[Effect, ...]
+    move: str
+    """The declared move this step took (see `toolloop.specs.machine`)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -80,13 +82,13 @@ class HistoryOutcome:
 # -- iterations and exits ------------------------------------------------------------------
 
 
-def begin_iteration(draft: Draft, effects: list[Effect]) -> Step:
-    """Start `draft.iteration`, or finish `timeout` when the ceiling is reached."""
+def begin_iteration(draft: Draft, effects: list[Effect], move: str) -> Step:
+    """Start `draft.iteration` by `move`, or finish `timeout` when the ceiling is reached."""
     turn, iteration = draft.turn, draft.iteration
     if iteration >= draft.config.max_function_call_iterations:
         if turn.surface_user_errors:
             effects.append(_notice(NoticeKey.MAX_ITERATIONS, Level.WARNING, iteration))
-        return finish(draft, TurnStatus.TIMEOUT, effects)
+        return finish(draft, TurnStatus.TIMEOUT, effects, move="ceiling_reached")
     soft_warn = iteration == SOFT_WARN_ITERATION_THRESHOLD and turn.surface_user_errors
     if soft_warn and not draft.still_working_sent:
         effects.append(_notice(NoticeKey.STILL_WORKING, Level.WARNING, iteration))
@@ -105,17 +107,22 @@ def begin_iteration(draft: Draft, effects: list[Effect]) -> Step:
     )
     draft.phase = Phase.STREAMING
     draft.pending = None
-    return Step(state=draft.commit(), effects=tuple(effects))
+    return Step(state=draft.commit(), effects=tuple(effects), move=move)
 
 
-def next_iteration(draft: Draft, effects: list[Effect]) -> Step:
-    """Advance to the next iteration."""
+def next_iteration(draft: Draft, effects: list[Effect], move: str) -> Step:
+    """Advance to the next iteration by `move`."""
     draft.iteration = draft.iteration + 1
-    return begin_iteration(draft, effects)
+    return begin_iteration(draft, effects, move)
 
 
 def finish(
-    draft: Draft, status: TurnStatus, effects: list[Effect], sticker: Sticker | None = None
+    draft: Draft,
+    status: TurnStatus,
+    effects: list[Effect],
+    sticker: Sticker | None = None,
+    *,
+    move: str,
 ) -> Step:
     """End the attempt with `status`, the text already delivered and (if completed) a sticker."""
     draft.phase = Phase.FINISHED
@@ -123,7 +130,7 @@ def finish(
     state = draft.commit()
     result = build_result(state, status, text=state.final_text, sticker=sticker)
     effects.append(Finish(result=result))
-    return Step(state=attrs.evolve(state, result=result), effects=tuple(effects))
+    return Step(state=attrs.evolve(state, result=result), effects=tuple(effects), move=move)
 
 
 def _notice(key: NoticeKey, level: Level, iteration: int) -> SendNotice:
@@ -132,7 +139,7 @@ def _notice(key: NoticeKey, level: Level, iteration: int) -> SendNotice:
 
 def turn_started(state: IterationState, event: TurnStarted) -> Step:
     """The attempt begins with iteration 0."""
-    return begin_iteration(Draft(state), [])
+    return begin_iteration(Draft(state), [], "started")
 
 
 # -- stage 01 answered ---------------------------------------------------------------------
@@ -166,24 +173,28 @@ def merge_details(merged: str, increment: str) -> str:
 
 
 def _completed(draft: Draft, stream: StreamResult) -> Step:
-    return finish(draft, TurnStatus.COMPLETED, [ResetFollowUpCount()], draft.selected_sticker)
+    effects: list[Effect] = [ResetFollowUpCount()]
+    return finish(draft, TurnStatus.COMPLETED, effects, draft.selected_sticker, move="completed")
 
 
 def _errored(draft: Draft, stream: StreamResult) -> Step:
-    return finish(draft, TurnStatus(stream.status.value), [ResetFollowUpCount()])
+    status = TurnStatus(stream.status.value)
+    return finish(draft, status, [ResetFollowUpCount()], move="stream_failed")
 
 
 def _empty(draft: Draft, stream: StreamResult) -> Step:
-    return finish(draft, TurnStatus.EMPTY_RESPONSE, [])
+    return finish(draft, TurnStatus.EMPTY_RESPONSE, [], move="empty_response")
 
 
 def _stopped(draft: Draft, stream: StreamResult) -> Step:
     answer: Effect = QueueStopResponse() if draft.turn.stop_context_queued else ClearStopRequest()
-    return finish(draft, TurnStatus.STOPPED_BY_USER, [answer, ResetFollowUpCount()])
+    effects = [answer, ResetFollowUpCount()]
+    return finish(draft, TurnStatus.STOPPED_BY_USER, effects, move="stopped_by_user")
 
 
 def _interrupted(draft: Draft, stream: StreamResult) -> Step:
-    return finish(draft, TurnStatus.FOLLOW_UP_INTERRUPT, [IncrementFollowUpCount()])
+    effects: list[Effect] = [IncrementFollowUpCount()]
+    return finish(draft, TurnStatus.FOLLOW_UP_INTERRUPT, effects, move="follow_up_interrupt")
 
 
 _BY_STATUS = {
@@ -206,9 +217,9 @@ def _function_call(draft: Draft, stream: StreamResult, stop: StopRequest) -> Ste
     if name is None:
         fields = {"iteration": draft.iteration, "data": repr(stream.data)}
         effects.append(Log(level=Level.ERROR, message="Malformed function call", fields=fields))
-        return finish(draft, TurnStatus.ERROR, effects)
+        return finish(draft, TurnStatus.ERROR, effects, move="call_malformed")
     if stop is StopRequest.STOP:
-        return finish(draft, TurnStatus.STOPPED_BY_USER, effects)
+        return finish(draft, TurnStatus.STOPPED_BY_USER, effects, move="stopped_before_tool")
     if stop is StopRequest.FOLLOW_UP:
         effects.append(ClearStopRequest())
     call = _call(stream)
@@ -220,14 +231,14 @@ def _function_call(draft: Draft, stream: StreamResult, stop: StopRequest) -> Ste
     effects.append(DispatchTool(call=tool_call.renamed(call, name), context=context))
     draft.phase = Phase.DISPATCHING
     draft.pending = PendingCall(stream=stream, name=name)
-    return Step(state=draft.commit(), effects=tuple(effects))
+    return Step(state=draft.commit(), effects=tuple(effects), move="dispatched")
 
 
 def tool_settled(state: IterationState, event: ToolSettled) -> Step:
     """A stop during the tool aborts (its result is never fed back); else use the result."""
     draft = Draft(state)
     if event.stop is StopRequest.STOP:
-        return finish(draft, TurnStatus.STOPPED_BY_USER, [])
+        return finish(draft, TurnStatus.STOPPED_BY_USER, [], move="stopped_during_tool")
     effects: list[Effect] = [ClearStopRequest()] if event.stop is StopRequest.FOLLOW_UP else []
     pending, result, turn = _pending(state), event.result, state.turn
     stream, name = pending.stream, pending.name
@@ -305,9 +316,9 @@ def _restart(
         effects.append(TakeStashedContext(key=key))
         draft.phase = Phase.TAKING_STASH
         draft.pending = attrs.evolve(pending, restart_type=kind)
-        return Step(state=draft.commit(), effects=tuple(effects))
+        return Step(state=draft.commit(), effects=tuple(effects), move="restart_takes_stash")
     draft.context = restart.apply_restart(draft.context, kind, restart.enhanced_item(data))
-    return next_iteration(draft, effects)
+    return next_iteration(draft, effects, "restarted")
 
 
 def stash_taken(state: IterationState, event: StashTaken) -> Step:
@@ -319,7 +330,7 @@ def stash_taken(state: IterationState, event: StashTaken) -> Step:
         effects.append(Log(level=Level.WARNING, message=message))
     draft = Draft(state)
     draft.context = restart.apply_restart(state.context, kind, event.item)
-    return next_iteration(draft, effects)
+    return next_iteration(draft, effects, "restarted_with_stash")
 
 
 # -- the history branch of the coordinator -------------------------------------------------
@@ -342,16 +353,19 @@ def accept_history(
         if draft.consecutive_tool_errors >= draft.config.max_consecutive_tool_errors:
             return _tool_error_loop(draft, effects)
     if outcome.end_turn:
-        return finish(draft, TurnStatus.COMPLETED, effects, draft.selected_sticker)
+        return finish(draft, TurnStatus.COMPLETED, effects, draft.selected_sticker, move="end_turn")
     text, provider = stream.accumulated_text, draft.turn.provider
     novelai_text = is_novelai(provider) and is_visible(text)
     if not outcome.success:
-        return _novelai_failure(draft, effects) if novelai_text else next_iteration(draft, effects)
+        if novelai_text:
+            return _novelai_failure(draft, effects)
+        return next_iteration(draft, effects, "tool_failed")
     if should_end_after_pre_tool_text(provider, name, outcome.requires_follow_up, text):
-        return finish(draft, TurnStatus.COMPLETED, effects, draft.selected_sticker)
+        sticker = draft.selected_sticker
+        return finish(draft, TurnStatus.COMPLETED, effects, sticker, move="exit_policy_ended")
     if novelai_text:
         _suppress_text(draft, False, effects)
-    return next_iteration(draft, effects)
+    return next_iteration(draft, effects, "tool_succeeded")
 
 
 def _tool_error_loop(draft: Draft, effects: list[Effect]) -> Step:
@@ -362,13 +376,13 @@ def _tool_error_loop(draft: Draft, effects: list[Effect]) -> Step:
         effects.append(RaiseError(kind=ErrorKind.IMPERSONATION_ABORTED, message=message))
         draft.phase = Phase.FINISHED
         draft.pending = None
-        return Step(state=draft.commit(), effects=tuple(effects))
+        return Step(state=draft.commit(), effects=tuple(effects), move="impersonation_aborted")
     if turn.surface_user_errors:
         effects.append(_notice(NoticeKey.TOOL_ERROR_LOOP, Level.ERROR, draft.iteration))
     else:
         message = f"Tool error loop: {count} failed tool calls in a row"
         effects.append(Log(level=Level.ERROR, message=message))
-    return finish(draft, TurnStatus.ERROR, effects)
+    return finish(draft, TurnStatus.ERROR, effects, move="tool_error_loop")
 
 
 def _novelai_failure(draft: Draft, effects: list[Effect]) -> Step:
@@ -376,9 +390,12 @@ def _novelai_failure(draft: Draft, effects: list[Effect]) -> Step:
     draft.nai_consecutive_tool_failures = failures = draft.nai_consecutive_tool_failures + 1
     if failures >= draft.config.nai_tool_failure_retry_threshold:
         effects.append(_notice(NoticeKey.NAI_TOOL_RETRY_EXHAUSTED, Level.ERROR, draft.iteration))
-        return finish(draft, TurnStatus.COMPLETED, effects, draft.selected_sticker)
+        sticker = draft.selected_sticker
+        return finish(
+            draft, TurnStatus.COMPLETED, effects, sticker, move="novelai_retries_exhausted"
+        )
     _suppress_text(draft, True, effects)
-    return next_iteration(draft, effects)
+    return next_iteration(draft, effects, "novelai_retry")
 
 
 def _suppress_text(draft: Draft, suppressed: bool, effects: list[Effect]) -> None:

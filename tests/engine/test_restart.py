@@ -1,0 +1,90 @@
+"""Stage 03, the enhanced-context restart (SPEC section 6a)."""
+
+from __future__ import annotations
+
+from tests.engine.builders import call, done, fail, ok
+from tests.engine.drive import drive
+from toolloop.engine.effects import Level, Log, StreamOnce, TakeStashedContext
+from toolloop.engine.restart import METADATA_DIRECTIVE
+from toolloop.states import ContextItem, TurnStatus
+
+ITEM = {"text": "video transcript"}
+
+
+def restart(kind: str = "context_restart_youtube", **data: object):
+    return ok({"type": kind, **data})
+
+
+class TestRestart:
+    def test_restart_adds_no_history_and_streams_again(self) -> None:
+        """A restart is not a history entry; the next iteration follows."""
+        run = drive([call(), done()], [restart(enhanced_context_item=ITEM)])
+        assert run.final.function_history == ()
+        assert [s.iteration for s in run.of_type(StreamOnce)] == [0, 1]
+
+    def test_restart_resets_both_error_counters(self) -> None:
+        """Failures before a restart do not count after it."""
+        run = drive([call()] * 9 + [done()], [fail()] * 4 + [restart()] + [fail()] * 4 + [ok()])
+        assert run.result.status is TurnStatus.COMPLETED
+
+    def test_inline_item_is_appended_to_the_context(self) -> None:
+        """`enhanced_context_item` joins the end of the context."""
+        run = drive([call(), done()], [restart(enhanced_context_item=ITEM)])
+        assert run.of_type(StreamOnce)[1].context[-1] == ContextItem(kind="enrichment", content=ITEM)
+
+    def test_stashed_item_is_taken_by_its_key(self) -> None:
+        """`pending_context_key` wins and is taken out of the stash once."""
+        stashed = ContextItem(kind="enrichment", content={"text": "stashed"})
+        run = drive(
+            [call(), done()],
+            [restart(pending_context_key="k1", enhanced_context_item=ITEM)],
+            stash={"k1": stashed},
+        )
+        assert run.of_type(TakeStashedContext) == [TakeStashedContext(key="k1")]
+        assert run.of_type(StreamOnce)[1].context[-1] == stashed
+
+    def test_missing_stash_key_warns_and_continues(self) -> None:
+        """An expired key logs a warning; the turn goes on without the item."""
+        run = drive([call(), done()], [restart(pending_context_key="gone")])
+        assert any(e.level is Level.WARNING for e in run.of_type(Log))
+        assert run.of_type(StreamOnce)[1].context == ()
+        assert run.result.status is TurnStatus.COMPLETED
+
+    def test_disable_flags_follow_the_type(self) -> None:
+        """Each restart type stops its resource from being fetched again."""
+        for kind, flag in [
+            ("context_restart_youtube", "youtube"),
+            ("context_restart_image", "image"),
+            ("context_restart_gif", "gif"),
+            ("context_restart_message_metadata", "message_metadata"),
+        ]:
+            run = drive([call(), done()], [restart(kind)])
+            assert run.of_type(StreamOnce)[1].disabled == frozenset({flag})
+
+    def test_message_metadata_annotates_messages_and_adds_the_tail_directive(self) -> None:
+        """Messages get one reference line per original message; the tail says not to reveal again."""
+        from toolloop.states import TurnSettings
+
+        context = (
+            ContextItem(author="ann", timestamp="10:00", message_ids=("m1", "m2"), content="hi", reply_to="m0"),
+            ContextItem(kind="enrichment", content="x"),
+        )
+        run = drive([call(), call(), done()], [restart("context_restart_message_metadata")], turn=TurnSettings(context=context))
+        after = run.of_type(StreamOnce)[1]
+        assert after.context[0].metadata == {
+            "references": ["[ann at 10:00] message m1", "[ann at 10:00] message m2"],
+            "reply_to": "m0",
+        }
+        assert after.context[1].metadata is None
+        assert after.tail_directives == (METADATA_DIRECTIVE,)
+        assert run.of_type(StreamOnce)[2].tail_directives == (METADATA_DIRECTIVE,)
+
+    def test_failed_tool_with_restart_data_is_no_restart(self) -> None:
+        """Only a success can restart."""
+        run = drive([call(), done()], [fail(data={"type": "context_restart_youtube"})])
+        assert len(run.final.function_history) == 1
+
+    def test_restart_type_needs_the_prefix(self) -> None:
+        """Other types are ordinary data."""
+        run = drive([call(), done()], [ok({"type": "youtube"})])
+        assert len(run.final.function_history) == 1

@@ -32,9 +32,9 @@ def register_union(union: Any) -> None:
 register_union(FunctionCall | StreamError)
 
 
-def to_json(value: Any) -> Any:
-    """Unstructure `value` into JSON-ready data."""
-    return converter.unstructure(value)
+def to_json(value: Any, as_type: Any = None) -> Any:
+    """Unstructure `value` into JSON-ready data; pass its union (`Event`, `Effect`) to tag it."""
+    return converter.unstructure(value, as_type)
 
 
 def from_json(data: Any, cls: Any) -> Any:

@@ -1,0 +1,79 @@
+"""Configuration from the environment (SPEC section 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolloop.engine.config import VARIABLES, load_config
+from toolloop.states import ConfigWarning, LoopConfig
+
+
+def test_defaults_when_nothing_is_set() -> None:
+    """An empty environment gives SPEC's defaults and no warning."""
+    loaded = load_config({})
+    assert loaded.config == LoopConfig()
+    assert loaded.warnings == ()
+
+
+def test_defaults_match_the_spec_table() -> None:
+    """The defaults are SPEC's numbers."""
+    assert LoopConfig() == LoopConfig(
+        max_function_call_iterations=100,
+        max_consecutive_tool_errors=5,
+        nai_tool_failure_retry_threshold=3,
+        stream_sdk_call_timeout_ms=120_000,
+        stream_abandoned_settle_timeout_ms=5_000,
+        tool_execution_timeout_ms=300_000,
+        verbatim_tool_call_max_buffer_chars=8_192,
+    )
+
+
+@pytest.mark.parametrize("raw", [" 7 ", "+7", "7", 7, "\t7\n"])
+def test_integers_with_whitespace_and_sign_are_read(raw: object) -> None:
+    """Optional whitespace and sign around decimal digits is an integer."""
+    assert load_config({"BOT_MAX_FUNCTION_CALL_ITERATIONS": raw}).config.max_function_call_iterations == 7
+
+
+@pytest.mark.parametrize("raw", ["7.0", "1e3", "0x10", "7abc", "abc", "٧", "True"])
+def test_non_integers_fall_back_with_one_warning(raw: str) -> None:
+    """A non-integer takes the default and is reported once with variable, value and default."""
+    loaded = load_config({"BOT_MAX_FUNCTION_CALL_ITERATIONS": raw})
+    assert loaded.config.max_function_call_iterations == 100
+    assert loaded.warnings == (
+        ConfigWarning(variable="BOT_MAX_FUNCTION_CALL_ITERATIONS", value=raw, used=100),
+    )
+
+
+@pytest.mark.parametrize("raw", ["", "   "])
+def test_blank_values_use_the_default_silently(raw: str) -> None:
+    """Blank is the same as missing."""
+    loaded = load_config({"TOOL_EXECUTION_TIMEOUT_MS": raw})
+    assert loaded.config.tool_execution_timeout_ms == 300_000
+    assert loaded.warnings == ()
+
+
+@pytest.mark.parametrize(("variable", "minimum"), [(v, m) for v, (_, m) in VARIABLES.items()])
+def test_values_below_the_minimum_fall_back(variable: str, minimum: int) -> None:
+    """One below the minimum warns; the minimum itself is accepted."""
+    field = VARIABLES[variable][0]
+    below = load_config({variable: str(minimum - 1)})
+    assert getattr(below.config, field) == getattr(LoopConfig(), field)
+    assert [w.variable for w in below.warnings] == [variable]
+    assert getattr(load_config({variable: str(minimum)}).config, field) == minimum
+
+
+def test_warnings_follow_the_variable_order() -> None:
+    """Several bad values give one warning each, in SPEC's order."""
+    loaded = load_config({"TOOL_EXECUTION_TIMEOUT_MS": "x", "BOT_MAX_CONSECUTIVE_TOOL_ERRORS": "0"})
+    assert [w.variable for w in loaded.warnings] == ["BOT_MAX_CONSECUTIVE_TOOL_ERRORS", "TOOL_EXECUTION_TIMEOUT_MS"]
+
+
+def test_process_environment_is_the_default_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a mapping the process environment is read."""
+    monkeypatch.setenv("STREAM_ABANDONED_SETTLE_TIMEOUT_MS", "0")
+    assert load_config().config.stream_abandoned_settle_timeout_ms == 0
+
+
+def test_unknown_variables_are_ignored() -> None:
+    """Other names in the mapping change nothing."""
+    assert load_config({"PATH": "/bin", "BOT_OTHER": "x"}).warnings == ()

@@ -49,9 +49,13 @@ class PendingCall:
     """Set while a restart waits for its stashed context item."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class IterationState:
-    """Everything `step` decides from; a new one after every event (SPEC 3)."""
+    """Everything `step` decides from; a new one after every event (SPEC 3).
+
+    Frozen but dict-backed, unlike the other states: `step` builds one per event,
+    and copying a dict is one C call where a slotted class pays per field.
+    """
 
     config: LoopConfig
     turn: TurnSettings

@@ -37,7 +37,9 @@ def call(
     )
 
 
-def done(text: str = "Done.", *, details: str = "", thought_log: dict[str, Any] | None = None) -> StreamResult:
+def done(
+    text: str = "Done.", *, details: str = "", thought_log: dict[str, Any] | None = None
+) -> StreamResult:
     """A `completed` stream result."""
     return StreamResult(
         status=StreamStatus.COMPLETED,
@@ -49,7 +51,11 @@ def done(text: str = "Done.", *, details: str = "", thought_log: dict[str, Any] 
 
 def ended(status: StreamStatus, text: str = "") -> StreamResult:
     """A stream result of any terminal status."""
-    error = StreamError(type="x", message="boom") if status in (StreamStatus.ERROR, StreamStatus.TIMEOUT) else None
+    error = (
+        StreamError(type="x", message="boom")
+        if status in (StreamStatus.ERROR, StreamStatus.TIMEOUT)
+        else None
+    )
     return StreamResult(status=status, accumulated_text=text, data=error)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import attrs
-
 from toolloop.engine.effects import (
     DispatchTool,
     Effect,
@@ -66,8 +65,7 @@ class Run:
 
 
 def _cycle(items: Sequence[object]) -> Iterator[object]:
-    for item in items:
-        yield item
+    yield from items
     while True:
         yield items[-1]
 
@@ -96,7 +94,12 @@ def drive(
         steps.append((event, out.effects))
         last = out.effects[-1]
         if isinstance(last, Finish | RaiseError):
-            return Run(states=tuple(states), events=tuple(events), effects=tuple(effects), steps=tuple(steps))
+            return Run(
+                states=tuple(states),
+                events=tuple(events),
+                effects=tuple(effects),
+                steps=tuple(steps),
+            )
         event = _answer(last, stream_it, tool_it, stop_it, requires_follow_up, stash or {})
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import strategies as st
-
-from tests.engine.builders import call, ended
 from toolloop.engine.events import StopRequest
 from toolloop.states import (
     ApiFamily,
@@ -21,13 +19,17 @@ from toolloop.states import (
     TurnSettings,
 )
 
+from tests.engine.builders import call, ended
+
 TOOLS = ["web_search", "update_short_term_memory", "select_sticker_for_response", "roll_dice"]
 texts = st.sampled_from(["", "  ", "Let me look.", "Sure!"])
 details = st.sampled_from(["", "scene: rain"])
 thought_logs = st.sampled_from([None, {"text": "hmm"}])
 
 calls = st.builds(
-    lambda name, text, truncated, detail, log: _with(call(name, {"q": "x"}, text=text, truncated=truncated, details=detail), log),
+    lambda name, text, truncated, detail, log: _with(
+        call(name, {"q": "x"}, text=text, truncated=truncated, details=detail), log
+    ),
     st.sampled_from([*TOOLS, "  ", " web_search "]),
     texts,
     st.booleans(),
@@ -36,7 +38,10 @@ calls = st.builds(
 )
 terminal = st.builds(
     lambda status, text, detail, log: _with(
-        StreamResult(status=status, accumulated_text=text, details_content=detail, data=ended(status).data), log
+        StreamResult(
+            status=status, accumulated_text=text, details_content=detail, data=ended(status).data
+        ),
+        log,
     ),
     st.sampled_from([s for s in StreamStatus if s is not StreamStatus.FUNCTION_CALL]),
     texts,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from toolloop.engine.config import VARIABLES, load_config
 from toolloop.states import ConfigWarning, LoopConfig
 
@@ -31,7 +30,10 @@ def test_defaults_match_the_spec_table() -> None:
 @pytest.mark.parametrize("raw", [" 7 ", "+7", "7", 7, "\t7\n"])
 def test_integers_with_whitespace_and_sign_are_read(raw: object) -> None:
     """Optional whitespace and sign around decimal digits is an integer."""
-    assert load_config({"BOT_MAX_FUNCTION_CALL_ITERATIONS": raw}).config.max_function_call_iterations == 7
+    assert (
+        load_config({"BOT_MAX_FUNCTION_CALL_ITERATIONS": raw}).config.max_function_call_iterations
+        == 7
+    )
 
 
 @pytest.mark.parametrize("raw", ["7.0", "1e3", "0x10", "7abc", "abc", "٧", "True"])
@@ -65,7 +67,10 @@ def test_values_below_the_minimum_fall_back(variable: str, minimum: int) -> None
 def test_warnings_follow_the_variable_order() -> None:
     """Several bad values give one warning each, in SPEC's order."""
     loaded = load_config({"TOOL_EXECUTION_TIMEOUT_MS": "x", "BOT_MAX_CONSECUTIVE_TOOL_ERRORS": "0"})
-    assert [w.variable for w in loaded.warnings] == ["BOT_MAX_CONSECUTIVE_TOOL_ERRORS", "TOOL_EXECUTION_TIMEOUT_MS"]
+    assert [w.variable for w in loaded.warnings] == [
+        "BOT_MAX_CONSECUTIVE_TOOL_ERRORS",
+        "TOOL_EXECUTION_TIMEOUT_MS",
+    ]
 
 
 def test_process_environment_is_the_default_source(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from tests.engine.builders import NOVELAI, call, done, ended, fail, ok, turn
-from tests.engine.drive import drive
 from toolloop.engine.effects import (
     ClearStopRequest,
     DispatchTool,
@@ -20,6 +18,9 @@ from toolloop.engine.effects import (
 )
 from toolloop.engine.events import StopRequest
 from toolloop.states import LoopConfig, Sticker, StreamStatus, TurnStatus
+
+from tests.engine.builders import NOVELAI, call, done, ended, fail, ok, turn
+from tests.engine.drive import drive
 
 STICKER = Sticker(id="s1", name="gong")
 PICK = ok({"status": "sticker_selected_successfully", "sticker_id": "s1"})
@@ -144,7 +145,9 @@ class TestStreamStatuses:
     def test_stopped_by_user_keeps_the_delivered_text_and_details(self) -> None:
         """What was said before the stop reaches short-term memory with its details."""
         stopped = ended(StreamStatus.STOPPED_BY_USER, "partial")
-        stopped = type(stopped)(status=stopped.status, accumulated_text="partial", details_content="rain")
+        stopped = type(stopped)(
+            status=stopped.status, accumulated_text="partial", details_content="rain"
+        )
         run = drive([stopped])
         assert run.result.persona_responses[0].text == "partial\n\n[Scene Metadata]\nrain"
 
@@ -215,7 +218,9 @@ class TestHistoryBranch:
 
     def test_error_cap_wins_over_end_turn(self) -> None:
         """The cap check comes before `end_turn`."""
-        run = drive([call()], [fail(end_turn=True)], config=LoopConfig(max_consecutive_tool_errors=1))
+        run = drive(
+            [call()], [fail(end_turn=True)], config=LoopConfig(max_consecutive_tool_errors=1)
+        )
         assert run.result.status is TurnStatus.ERROR
 
     def test_response_delivered_marks_the_result(self) -> None:

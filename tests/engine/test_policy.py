@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from toolloop.engine.policy import should_end_after_pre_tool_text
+from toolloop.states import ApiFamily, ProviderDescriptor, TurnStatus
 
 from tests.engine.builders import NOVELAI, call, done, ok, turn
 from tests.engine.drive import drive
-from toolloop.engine.policy import should_end_after_pre_tool_text
-from toolloop.states import ApiFamily, ProviderDescriptor, TurnStatus
 
 CUSTOM = ProviderDescriptor()
 STM = "update_short_term_memory"
@@ -40,7 +40,11 @@ def test_policy_never_ends_without_visible_text(family) -> None:
 
 def test_ending_policy_finishes_completed_with_the_pre_tool_text() -> None:
     """A NovelAI success after text ends `completed` with that text."""
-    run = drive([call("roll_dice", text="Rolling!"), done("never")], [ok({"n": 4})], turn=turn(provider=NOVELAI))
+    run = drive(
+        [call("roll_dice", text="Rolling!"), done("never")],
+        [ok({"n": 4})],
+        turn=turn(provider=NOVELAI),
+    )
     assert run.result.status is TurnStatus.COMPLETED
     assert run.result.persona_responses[0].text == "Rolling!"
     assert len(run.final.stream_results) == 1

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from tests.engine.builders import NOVELAI, call, done, fail, ok, turn
-from tests.engine.drive import Run, drive
-from tests.engine.strategies import TOOLS, configs, stops, streams, tool_results, turns
-from toolloop.engine.effects import DispatchTool, Finish, NoticeKey, RaiseError, SendNotice, StreamOnce
+from toolloop.engine.effects import (
+    DispatchTool,
+    Finish,
+    NoticeKey,
+    RaiseError,
+    SendNotice,
+    StreamOnce,
+)
 from toolloop.engine.events import StreamEnded, ToolSettled
 from toolloop.engine.policy import should_end_after_pre_tool_text
 from toolloop.engine.result import memory_payload
 from toolloop.engine.tool_call import is_blocked
 from toolloop.states import ApiFamily, LoopConfig, ProviderDescriptor, StreamStatus, TurnStatus
+
+from tests.engine.builders import call, done, fail, ok, turn
+from tests.engine.drive import Run, drive
+from tests.engine.strategies import TOOLS, configs, stops, streams, tool_results, turns
 
 attempts = st.builds(
     lambda s, t, p, u, c: drive(s, t, stops=p, turn=u, config=c),
@@ -34,12 +41,15 @@ def test_every_attempt_terminates_within_the_ceiling_with_a_spec_status(run: Run
     assert isinstance(final, Finish | RaiseError)
     assert sum(isinstance(e, Finish | RaiseError) for e in run.effects) == 1
     if isinstance(final, Finish):
-        assert final.result.status in set(TurnStatus) - {TurnStatus.SKIPPED, TurnStatus.FUNCTION_CALL}
+        assert final.result.status in set(TurnStatus) - {
+            TurnStatus.SKIPPED,
+            TurnStatus.FUNCTION_CALL,
+        }
 
 
 @given(run=attempts)
 def test_still_working_is_sent_once_at_20_iff_surfacing_and_reached(run: Run) -> None:
-    """The still-working notice: exactly once, at iteration 20, iff surfaced and iteration 20 streamed."""
+    """Still working: sent once, at iteration 20, iff surfaced and iteration 20 streamed."""
     sent = [n for n in run.of_type(SendNotice) if n.key is NoticeKey.STILL_WORKING]
     reached = any(s.iteration == 20 for s in run.of_type(StreamOnce))
     expected = 1 if reached and run.final.turn.surface_user_errors else 0
@@ -82,12 +92,19 @@ def test_success_or_restart_always_resets_the_error_counts(s, t, u, c) -> None:
     text=st.sampled_from(["", " \n", "Visible."]),
     success=st.booleans(),
 )
-def test_exit_and_novelai_policies_decide_every_combination(family, tool, follow_up, text, success) -> None:
+def test_exit_and_novelai_policies_decide_every_combination(
+    family, tool, follow_up, text, success
+) -> None:
     """SPEC 7 and the NovelAI failure rule over provider, tool, follow-up, text and success."""
     provider = ProviderDescriptor(name=family.value, api_family=family)
     config = LoopConfig(nai_tool_failure_retry_threshold=2)
-    run = drive([call(tool, text=text), done("after")], [ok() if success else fail()],
-                turn=turn(provider=provider), config=config, requires_follow_up=follow_up)
+    run = drive(
+        [call(tool, text=text), done("after")],
+        [ok() if success else fail()],
+        turn=turn(provider=provider),
+        config=config,
+        requires_follow_up=follow_up,
+    )
     streamed = len(run.of_type(StreamOnce))
     novelai_failure = not success and family is ApiFamily.NOVELAI and text.strip() != ""
     if success:
@@ -111,7 +128,9 @@ def test_history_pairs_calls_with_responses_and_refusals_never_dispatch(run: Run
         assert entry.function_response["name"] == entry.function_call.name
         assert "result" in entry.function_response["response"]
     dispatched = 0
-    for (event, effects), before, after in zip(run.steps, run.states[:-1], run.states[1:], strict=True):
+    for (event, effects), before, after in zip(
+        run.steps, run.states[:-1], run.states[1:], strict=True
+    ):
         added = len(after.function_history) - len(before.function_history)
         dispatches = [e for e in effects if isinstance(e, DispatchTool)]
         dispatched += len(dispatches)
@@ -123,8 +142,11 @@ def test_history_pairs_calls_with_responses_and_refusals_never_dispatch(run: Run
             if refused:
                 assert dispatches == []
         if isinstance(event, ToolSettled):
-            restarted = event.result.success and isinstance(event.result.data, dict) and str(
-                event.result.data.get("type", "")).startswith("context_restart_")
+            restarted = (
+                event.result.success
+                and isinstance(event.result.data, dict)
+                and str(event.result.data.get("type", "")).startswith("context_restart_")
+            )
             if event.stop.value == "stop" or restarted:
                 assert added == 0
             else:

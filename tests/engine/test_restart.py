@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from tests.engine.builders import call, done, fail, ok
-from tests.engine.drive import drive
 from toolloop.engine.effects import Level, Log, StreamOnce, TakeStashedContext
 from toolloop.engine.restart import METADATA_DIRECTIVE
 from toolloop.states import ContextItem, TurnStatus
+
+from tests.engine.builders import call, done, fail, ok
+from tests.engine.drive import drive
 
 ITEM = {"text": "video transcript"}
 
@@ -30,7 +31,9 @@ class TestRestart:
     def test_inline_item_is_appended_to_the_context(self) -> None:
         """`enhanced_context_item` joins the end of the context."""
         run = drive([call(), done()], [restart(enhanced_context_item=ITEM)])
-        assert run.of_type(StreamOnce)[1].context[-1] == ContextItem(kind="enrichment", content=ITEM)
+        assert run.of_type(StreamOnce)[1].context[-1] == ContextItem(
+            kind="enrichment", content=ITEM
+        )
 
     def test_stashed_item_is_taken_by_its_key(self) -> None:
         """`pending_context_key` wins and is taken out of the stash once."""
@@ -62,14 +65,24 @@ class TestRestart:
             assert run.of_type(StreamOnce)[1].disabled == frozenset({flag})
 
     def test_message_metadata_annotates_messages_and_adds_the_tail_directive(self) -> None:
-        """Messages get one reference line per original message; the tail says not to reveal again."""
+        """Messages get a reference line per original; the tail says not to reveal again."""
         from toolloop.states import TurnSettings
 
         context = (
-            ContextItem(author="ann", timestamp="10:00", message_ids=("m1", "m2"), content="hi", reply_to="m0"),
+            ContextItem(
+                author="ann",
+                timestamp="10:00",
+                message_ids=("m1", "m2"),
+                content="hi",
+                reply_to="m0",
+            ),
             ContextItem(kind="enrichment", content="x"),
         )
-        run = drive([call(), call(), done()], [restart("context_restart_message_metadata")], turn=TurnSettings(context=context))
+        run = drive(
+            [call(), call(), done()],
+            [restart("context_restart_message_metadata")],
+            turn=TurnSettings(context=context),
+        )
         after = run.of_type(StreamOnce)[1]
         assert after.context[0].metadata == {
             "references": ["[ann at 10:00] message m1", "[ann at 10:00] message m2"],

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from tests.engine.builders import call, done, ok, turn
-from tests.engine.drive import drive
 from toolloop.engine.result import build_result, memory_payload
 from toolloop.engine.step import initial_state
 from toolloop.states import LoopConfig, Persona, Sticker, ThoughtLogOwner, TurnSettings, TurnStatus
+
+from tests.engine.builders import call, done, ok, turn
+from tests.engine.drive import drive
 
 
 def test_text_is_trimmed() -> None:
@@ -29,8 +30,16 @@ def test_persona_response_carries_the_persona_identity() -> None:
     persona = Persona(name="Mika", id=7, lineage_id=3)
     run = drive([done("hello")], turn=turn(persona=persona))
     (response,) = run.result.persona_responses
-    assert (response.persona_name, response.text, response.persona_id, response.persona_lineage_id) == (
-        "Mika", "hello", 7, 3,
+    assert (
+        response.persona_name,
+        response.text,
+        response.persona_id,
+        response.persona_lineage_id,
+    ) == (
+        "Mika",
+        "hello",
+        7,
+        3,
     )
 
 
@@ -46,9 +55,17 @@ def test_thought_log_owner_is_absent_without_a_thought_log() -> None:
 
 def test_thought_log_owner_under_impersonation_is_the_user() -> None:
     """Impersonation shows the user's name (default `User`) and avatar."""
-    run = drive([done(thought_log={"t": 1})], turn=turn(user_impersonation=True, impersonated_avatar_url="a.png"))
-    assert run.result.thought_log_owner == ThoughtLogOwner(type="user_impersonation", username="User", avatar_url="a.png")
-    named = drive([done(thought_log={"t": 1})], turn=turn(user_impersonation=True, impersonated_username="kit"))
+    run = drive(
+        [done(thought_log={"t": 1})],
+        turn=turn(user_impersonation=True, impersonated_avatar_url="a.png"),
+    )
+    assert run.result.thought_log_owner == ThoughtLogOwner(
+        type="user_impersonation", username="User", avatar_url="a.png"
+    )
+    named = drive(
+        [done(thought_log={"t": 1})],
+        turn=turn(user_impersonation=True, impersonated_username="kit"),
+    )
     assert named.result.thought_log_owner.username == "kit"
 
 
@@ -61,7 +78,9 @@ def test_thought_log_owner_of_an_alter_is_the_persona() -> None:
 
 def test_thought_log_owner_defaults() -> None:
     """Otherwise the owner is the default identity."""
-    assert drive([done(thought_log={"t": 1})]).result.thought_log_owner == ThoughtLogOwner(type="default")
+    assert drive([done(thought_log={"t": 1})]).result.thought_log_owner == ThoughtLogOwner(
+        type="default"
+    )
 
 
 def test_sticker_only_on_completed() -> None:

@@ -6,12 +6,12 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from toolloop.engine.events import StashTaken, StreamEnded, ToolSettled, TurnStarted
+from toolloop.engine.step import HANDLERS, InvalidEvent, initial_state, step
+from toolloop.states import LoopConfig, PendingCall, Phase, TurnSettings
 
 from tests.engine.builders import call, done, ok
 from tests.engine.drive import drive
-from toolloop.engine.events import StashTaken, StreamEnded, ToolSettled, TurnStarted
-from toolloop.engine.step import HANDLERS, InvalidEvent, initial_state, step
-from toolloop.states import LoopConfig, Phase, PendingCall, TurnSettings
 
 EVENTS = [
     TurnStarted(),
@@ -32,7 +32,7 @@ def state_in(phase: Phase):
 
 @given(phase=st.sampled_from(list(Phase)), event=st.sampled_from(EVENTS))
 def test_every_phase_event_pair_moves_to_a_phase_or_raises_invalid_event(phase, event) -> None:
-    """Totality: the result is a valid phase, or InvalidEvent naming both; a refusal changes nothing."""
+    """Totality: a valid phase, or InvalidEvent naming both; a refusal changes nothing."""
     state = state_in(phase)
     if (phase, type(event)) in HANDLERS:
         assert step(state, event).state.phase in Phase

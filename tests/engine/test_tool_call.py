@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from tests.engine.builders import call, done, fail, ok, turn
-from tests.engine.drive import drive
 from toolloop.engine.effects import (
     CountToolUsage,
     DispatchTool,
@@ -14,7 +12,18 @@ from toolloop.engine.effects import (
     SendNotice,
 )
 from toolloop.engine.tool_call import GENERIC_FAILURE, TRUNCATED_REASON
-from toolloop.states import DeliberateMode, LoopConfig, Sticker, StreamResult, StreamStatus, Trigger, TurnStatus
+from toolloop.states import (
+    DeliberateMode,
+    LoopConfig,
+    Sticker,
+    StreamResult,
+    StreamStatus,
+    Trigger,
+    TurnStatus,
+)
+
+from tests.engine.builders import call, done, fail, ok, turn
+from tests.engine.drive import drive
 
 PICK = "select_sticker_for_response"
 STICKERS = (Sticker(id="s1", name="gong"), Sticker(id="s2", name="bell", sendable=False))
@@ -62,8 +71,16 @@ class TestToolContext:
         """The context carries channel, locale, provider and persona."""
         run = drive([call(), done()], [ok()], turn=turn(locale="ja", channel_id="c9"))
         context = run.of_type(DispatchTool)[0].context
-        assert (context.channel_id, context.locale, context.provider_name, context.persona_name) == (
-            "c9", "ja", "custom", "Tomo",
+        assert (
+            context.channel_id,
+            context.locale,
+            context.provider_name,
+            context.persona_name,
+        ) == (
+            "c9",
+            "ja",
+            "custom",
+            "Tomo",
         )
 
 
@@ -181,7 +198,10 @@ class TestAfterDispatch:
 
     def test_direct_messages_and_failures_are_not_counted(self) -> None:
         """Neither a DM nor a failure counts as usage."""
-        assert drive([call(), done()], [ok()], turn=turn(direct_message=True)).of_type(CountToolUsage) == []
+        assert (
+            drive([call(), done()], [ok()], turn=turn(direct_message=True)).of_type(CountToolUsage)
+            == []
+        )
         assert drive([call(), done()], [fail()]).of_type(CountToolUsage) == []
 
     def test_failure_emits_the_hidden_failed_tool_notice(self) -> None:
@@ -190,7 +210,10 @@ class TestAfterDispatch:
         notice = run.of_type(SendNotice)[0]
         assert notice.hidden and notice.level is Level.ERROR
         assert notice.details == {
-            "tool_name": "web_search", "reason": "upstream 503", "args": {"q": "x"}, "data": {"code": 503},
+            "tool_name": "web_search",
+            "reason": "upstream 503",
+            "args": {"q": "x"},
+            "data": {"code": 503},
         }
 
     def test_success_in_deliberate_mode_retains_the_affordance(self) -> None:
@@ -210,7 +233,11 @@ class TestAfterDispatch:
             run = drive([call(), done()], [result], turn=turn(deliberate_mode=mode))
             trigger = [n for n in run.of_type(SendNotice) if n.key is NoticeKey.DELIBERATE_TRIGGER]
             assert [(n.hidden, n.level, n.details) for n in trigger] == [
-                (True, Level.INFO, {"tool_name": "web_search", "trigger": "search for", "source": "message"})
+                (
+                    True,
+                    Level.INFO,
+                    {"tool_name": "web_search", "trigger": "search for", "source": "message"},
+                )
             ]
 
     def test_blocked_call_gets_no_trigger_notice(self) -> None:
@@ -271,7 +298,8 @@ class TestResponse:
         """The model reads the tool's data."""
         run = drive([call(), done()], [ok({"hits": 3})])
         assert run.final.function_history[0].function_response == {
-            "name": "web_search", "response": {"result": {"hits": 3}},
+            "name": "web_search",
+            "response": {"result": {"hits": 3}},
         }
 
     def test_empty_object_is_data(self) -> None:
@@ -280,7 +308,9 @@ class TestResponse:
 
     def test_success_without_data_is_completed(self) -> None:
         """No data reads as `{status: completed}`."""
-        assert drive([call(), done()], [ok()]).final.function_history[0].response == {"status": "completed"}
+        assert drive([call(), done()], [ok()]).final.function_history[0].response == {
+            "status": "completed"
+        }
 
     def test_failure_reason_prefers_message_then_error_then_generic(self) -> None:
         """The reason is the message, else the error, else a generic text."""
@@ -293,7 +323,11 @@ class TestResponse:
         ]
         for result, reason in cases:
             response = drive([call(), done()], [result]).final.function_history[0].response
-            assert response == {"status": "tool_execution_failed", "reason": reason, "tool_name": "web_search"}
+            assert response == {
+                "status": "tool_execution_failed",
+                "reason": reason,
+                "tool_name": "web_search",
+            }
 
     def test_blank_pre_tool_text_leaves_no_parts(self) -> None:
         """Parts are absent when the stream said nothing visible."""

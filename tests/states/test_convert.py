@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 from hypothesis import given
-
-from tests.engine.drive import Run
-from tests.engine.test_properties import attempts
 from toolloop.engine.effects import Effect
 from toolloop.engine.events import Event
 from toolloop.states import FunctionCall, IterationState, StreamError, StreamResult, StreamStatus
 from toolloop.states.convert import from_json, to_json
+
+from tests.engine.drive import Run
+from tests.engine.test_properties import attempts
 
 
 @given(run=attempts)
@@ -28,7 +28,9 @@ def test_states_events_and_effects_round_trip_through_json_unchanged(run: Run) -
 def test_unions_are_tagged_with_their_class() -> None:
     """A stream's data names its class under `_type`, so a trace reads back the same class."""
     call = to_json(StreamResult(status=StreamStatus.FUNCTION_CALL, data=FunctionCall(name="x")))
-    error = to_json(StreamResult(status=StreamStatus.ERROR, data=StreamError(type="t", message="m")))
+    error = to_json(
+        StreamResult(status=StreamStatus.ERROR, data=StreamError(type="t", message="m"))
+    )
     assert (call["data"]["_type"], error["data"]["_type"]) == ("FunctionCall", "StreamError")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import attrs
+
 from toolloop.engine.effects import (
     DispatchTool,
     Effect,
@@ -46,6 +47,7 @@ class Run:
     events: tuple[Event, ...]
     effects: tuple[Effect, ...]
     steps: tuple[tuple[Event, tuple[Effect, ...]], ...]
+    moves: tuple[str, ...]
 
     @property
     def final(self) -> IterationState:
@@ -84,7 +86,7 @@ def drive(
     state = initial_state(config or LoopConfig(), turn or TurnSettings())
     stream_it, tool_it, stop_it = _cycle(streams), _cycle(tools), _cycle(stops)
     event: Event = TurnStarted()
-    states, events, effects, steps = [state], [], [], []
+    states, events, effects, steps, moves = [state], [], [], [], []
     while True:
         out = step(state, event)
         state = out.state
@@ -92,6 +94,7 @@ def drive(
         events.append(event)
         effects.extend(out.effects)
         steps.append((event, out.effects))
+        moves.append(out.move)
         last = out.effects[-1]
         if isinstance(last, Finish | RaiseError):
             return Run(
@@ -99,6 +102,7 @@ def drive(
                 events=tuple(events),
                 effects=tuple(effects),
                 steps=tuple(steps),
+                moves=tuple(moves),
             )
         event = _answer(last, stream_it, tool_it, stop_it, requires_follow_up, stash or {})
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import strategies as st
+
+from tests.engine.builders import call, ended
 from toolloop.engine.events import StopRequest
 from toolloop.states import (
     ApiFamily,
@@ -18,8 +20,6 @@ from toolloop.states import (
     Trigger,
     TurnSettings,
 )
-
-from tests.engine.builders import call, ended
 
 TOOLS = ["web_search", "update_short_term_memory", "select_sticker_for_response", "roll_dice"]
 texts = st.sampled_from(["", "  ", "Let me look.", "Sure!"])

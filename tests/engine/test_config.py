@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from toolloop.engine.config import VARIABLES, load_config
 from toolloop.states import ConfigWarning, LoopConfig
 

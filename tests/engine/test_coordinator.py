@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.engine.builders import NOVELAI, call, done, ended, fail, ok, turn
+from tests.engine.drive import drive
 from toolloop.engine.effects import (
     ClearStopRequest,
     DispatchTool,
@@ -18,9 +20,6 @@ from toolloop.engine.effects import (
 )
 from toolloop.engine.events import StopRequest
 from toolloop.states import LoopConfig, Sticker, StreamStatus, TurnStatus
-
-from tests.engine.builders import NOVELAI, call, done, ended, fail, ok, turn
-from tests.engine.drive import drive
 
 STICKER = Sticker(id="s1", name="gong")
 PICK = ok({"status": "sticker_selected_successfully", "sticker_id": "s1"})

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from toolloop.engine.policy import should_end_after_pre_tool_text
-from toolloop.states import ApiFamily, ProviderDescriptor, TurnStatus
 
 from tests.engine.builders import NOVELAI, call, done, ok, turn
 from tests.engine.drive import drive
+from toolloop.engine.policy import should_end_after_pre_tool_text
+from toolloop.states import ApiFamily, ProviderDescriptor, TurnStatus
 
 CUSTOM = ProviderDescriptor()
 STM = "update_short_term_memory"

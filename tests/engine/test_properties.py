@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.engine.builders import call, done, fail, ok, turn
+from tests.engine.drive import Run, drive
+from tests.engine.strategies import TOOLS, configs, stops, streams, tool_results, turns
 from toolloop.engine.effects import (
     DispatchTool,
     Finish,
@@ -17,10 +21,6 @@ from toolloop.engine.policy import should_end_after_pre_tool_text
 from toolloop.engine.result import memory_payload
 from toolloop.engine.tool_call import is_blocked
 from toolloop.states import ApiFamily, LoopConfig, ProviderDescriptor, StreamStatus, TurnStatus
-
-from tests.engine.builders import call, done, fail, ok, turn
-from tests.engine.drive import Run, drive
-from tests.engine.strategies import TOOLS, configs, stops, streams, tool_results, turns
 
 attempts = st.builds(
     lambda s, t, p, u, c: drive(s, t, stops=p, turn=u, config=c),

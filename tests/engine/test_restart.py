@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from tests.engine.builders import call, done, fail, ok
+from tests.engine.drive import drive
 from toolloop.engine.effects import Level, Log, StreamOnce, TakeStashedContext
 from toolloop.engine.restart import METADATA_DIRECTIVE
 from toolloop.states import ContextItem, TurnStatus
-
-from tests.engine.builders import call, done, fail, ok
-from tests.engine.drive import drive
 
 ITEM = {"text": "video transcript"}
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from tests.engine.builders import call, done, ok, turn
+from tests.engine.drive import drive
 from toolloop.engine.result import build_result, memory_payload
 from toolloop.engine.step import initial_state
 from toolloop.states import LoopConfig, Persona, Sticker, ThoughtLogOwner, TurnSettings, TurnStatus
-
-from tests.engine.builders import call, done, ok, turn
-from tests.engine.drive import drive
 
 
 def test_text_is_trimmed() -> None:

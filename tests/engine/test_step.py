@@ -6,12 +6,12 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from toolloop.engine.events import StashTaken, StreamEnded, ToolSettled, TurnStarted
-from toolloop.engine.step import HANDLERS, InvalidEvent, initial_state, step
-from toolloop.states import LoopConfig, PendingCall, Phase, TurnSettings
 
 from tests.engine.builders import call, done, ok
 from tests.engine.drive import drive
+from toolloop.engine.events import StashTaken, StreamEnded, ToolSettled, TurnStarted
+from toolloop.engine.step import HANDLERS, InvalidEvent, initial_state, step
+from toolloop.states import LoopConfig, PendingCall, Phase, TurnSettings
 
 EVENTS = [
     TurnStarted(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.engine.builders import call, done, fail, ok, turn
+from tests.engine.drive import drive
 from toolloop.engine.effects import (
     CountToolUsage,
     DispatchTool,
@@ -21,9 +23,6 @@ from toolloop.states import (
     Trigger,
     TurnStatus,
 )
-
-from tests.engine.builders import call, done, fail, ok, turn
-from tests.engine.drive import drive
 
 PICK = "select_sticker_for_response"
 STICKERS = (Sticker(id="s1", name="gong"), Sticker(id="s2", name="bell", sendable=False))

@@ -1,0 +1,151 @@
+"""Traces: what one attempt did, step by step, as JSON lines that replay exactly.
+
+A trace opens with the attempt's configuration and turn, then records each step
+as one `event` line, one `effect` line per effect, and one `step` line naming
+the move taken and the phases on both sides:
+
+    {"kind": "start", "config": {...}, "turn": {...}}
+    {"kind": "event", "event": {"_type": "TurnStarted"}}
+    {"kind": "effect", "effect": {"_type": "StreamOnce", ...}}
+    {"kind": "step", "move": "started", "source": "idle", "dest": "streaming"}
+
+`replay` runs the events again through `step` alone: the same effects and
+moves must come out, or it says where they differ.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from toolloop.engine.effects import Effect
+from toolloop.engine.events import Event
+from toolloop.engine.step import InvalidEvent, initial_state, step
+from toolloop.states import LoopConfig, Phase, TurnSettings
+from toolloop.states.convert import from_json, to_json
+
+
+@attrs.frozen(kw_only=True)
+class TraceStep:
+    """One call of `step`: the event in, the effects out, the move between two phases."""
+
+    event: Event
+    effects: tuple[Effect, ...]
+    move: str
+    source: Phase
+    dest: Phase
+
+
+@attrs.frozen(kw_only=True)
+class Trace:
+    """A whole attempt: where it started and every step it took."""
+
+    config: LoopConfig
+    turn: TurnSettings
+    steps: tuple[TraceStep, ...] = ()
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read: names the line and what was wrong."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        super().__init__(f"line {line}: {problem}")
+        self.line = line
+        self.problem = problem
+
+
+def dump_lines(trace: Trace) -> Iterator[str]:
+    """The trace as JSON lines, without newlines."""
+    start = {"kind": "start", "config": to_json(trace.config), "turn": to_json(trace.turn)}
+    yield json.dumps(start)
+    for record in trace.steps:
+        yield json.dumps({"kind": "event", "event": to_json(record.event, Event)})
+        for effect in record.effects:
+            yield json.dumps({"kind": "effect", "effect": to_json(effect, Effect)})
+        move = {"move": record.move, "source": record.source.value, "dest": record.dest.value}
+        yield json.dumps({"kind": "step", **move})
+
+
+def load_lines(lines: Iterable[str]) -> Trace:
+    """Read a trace back; a malformed line raises `TraceError` naming it."""
+    trace: Trace | None = None
+    steps: list[TraceStep] = []
+    event: Event | None = None
+    effects: list[Effect] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        record = _record(number, line)
+        kind = record.get("kind")
+        if trace is None:
+            if kind != "start":
+                raise TraceError(number, f"expected the start line, got kind {kind!r}")
+            config = _structure(number, record.get("config"), LoopConfig)
+            trace = Trace(config=config, turn=_structure(number, record.get("turn"), TurnSettings))
+        elif kind == "event":
+            event, effects = _structure(number, record.get("event"), Event), []
+        elif kind == "effect" and event is not None:
+            effects.append(_structure(number, record.get("effect"), Effect))
+        elif kind == "step" and event is not None:
+            steps.append(_step(number, record, event, effects))
+            event = None
+        else:
+            raise TraceError(number, f"unexpected line of kind {kind!r} here")
+    if trace is None:
+        raise TraceError(0, "the trace is empty")
+    if event is not None:
+        raise TraceError(number, "the last event has no step line")
+    return attrs.evolve(trace, steps=tuple(steps))
+
+
+def replay(trace: Trace) -> list[str]:
+    """Run the trace's events through `step` alone; every difference, as a sentence."""
+    state = initial_state(trace.config, trace.turn)
+    differences: list[str] = []
+    for index, record in enumerate(trace.steps):
+        try:
+            out = step(state, record.event)
+        except InvalidEvent as error:
+            return [*differences, f"step {index}: {error}"]
+        if out.effects != record.effects:
+            differences.append(f"step {index} ({type(record.event).__name__}): effects differ")
+        if (out.move, state.phase, out.state.phase) != (record.move, record.source, record.dest):
+            differences.append(
+                f"step {index}: recorded {record.source.value} -{record.move}-> "
+                f"{record.dest.value}, replayed {state.phase.value} -{out.move}-> "
+                f"{out.state.phase.value}"
+            )
+        state = out.state
+    return differences
+
+
+def _record(number: int, line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise TraceError(number, f"not JSON ({error.msg} at column {error.colno})") from None
+    if not isinstance(record, dict):
+        raise TraceError(number, f"expected an object, got {type(record).__name__}")
+    return record
+
+
+def _structure(number: int, data: Any, cls: Any) -> Any:
+    try:
+        return from_json(data, cls)
+    except Exception as error:  # cattrs raises several types; all mean "not this shape"
+        name = getattr(cls, "__name__", str(cls))
+        raise TraceError(number, f"not a valid {name}: {error}") from None
+
+
+def _step(number: int, record: dict[str, Any], event: Event, effects: list[Effect]) -> TraceStep:
+    try:
+        source, dest = Phase(record.get("source")), Phase(record.get("dest"))
+    except ValueError as error:
+        raise TraceError(number, str(error)) from None
+    move = record.get("move")
+    if not isinstance(move, str):
+        raise TraceError(number, f"expected the move's name, got {move!r}")
+    return TraceStep(event=event, effects=tuple(effects), move=move, source=source, dest=dest)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 
 import attrs
+
 from toolloop.states import ConfigWarning, LoopConfig
 
 _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")

@@ -12,6 +12,7 @@ import enum
 from typing import Any
 
 import attrs
+
 from toolloop.states import (
     ContextItem,
     FunctionCall,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 
 import attrs
+
 from toolloop.states import ContextItem, StreamResult, ToolResult
 from toolloop.states.convert import register_union
 

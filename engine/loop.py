@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+
 from toolloop.engine import restart, tool_call
 from toolloop.engine.draft import Draft
 from toolloop.engine.effects import (

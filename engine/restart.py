@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+
 from toolloop.states import ContextItem, ContextState
 
 RESTART_PREFIX = "context_restart_"

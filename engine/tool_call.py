@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+
 from toolloop.engine.effects import Level, NoticeKey, SendNotice
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, STICKER_TOOL, is_visible
 from toolloop.states import (

@@ -10,6 +10,7 @@ from typing import Any
 
 import cattrs
 from cattrs.strategies import configure_tagged_union
+
 from toolloop.states.calls import FunctionCall, StreamError
 
 converter = cattrs.Converter(omit_if_default=False)

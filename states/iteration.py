@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 
 import attrs
+
 from toolloop.states.calls import JsonObject, StreamResult
 from toolloop.states.config import LoopConfig
 from toolloop.states.results import GenerationTurnResult

@@ -6,6 +6,7 @@ import enum
 from typing import Any
 
 import attrs
+
 from toolloop.states.calls import JsonObject
 
 

@@ -1,0 +1,318 @@
+"""The declared machine: the tool loop's phases and moves, as data for `transitions`.
+
+This is the one list of every move `step` may make. The conformance tests check
+`step` against it, `toolloop.specs.paths` derives model-based scenarios from it,
+and `toolloop.specs.diagram` draws it; none of them keeps a copy.
+
+A move is (trigger, source, dest, conditions, unless, label): the trigger is
+the event class that causes it, the conditions and unless lists name guards in
+`toolloop.engine.guards` (all conditions hold, no unless holds), and the label
+is the name `step` reports in `Step.move`. The moves of one (source, trigger)
+are tried in the order declared and the first whose guards hold is taken, which
+is how `transitions` picks a transition; `build_machine` hands the same list to
+a `transitions.Machine` (`auto_transitions=False`), and `Executable.predict`
+asks it which move an event selects.
+
+Not declared: a `ceiling_reached` from IDLE. The ceiling is checked when every
+iteration begins, but the smallest configurable ceiling (SPEC 2) is one
+iteration, so the first always starts.
+
+`declare` checks a declaration when it is built and raises a `DeclarationError`
+naming the phase or move at fault: an unknown phase, event or guard, a move
+label used twice from one phase, a phase the start cannot reach, or a phase
+with no path to the final one.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+from transitions import Machine
+
+from toolloop.engine import guards
+from toolloop.engine.events import EVENT_TYPES, Event
+from toolloop.engine.guards import Guard
+from toolloop.states import IterationState, Phase
+
+IDLE, STREAMING, DISPATCHING, TAKING_STASH, FINISHED = (
+    Phase.IDLE,
+    Phase.STREAMING,
+    Phase.DISPATCHING,
+    Phase.TAKING_STASH,
+    Phase.FINISHED,
+)
+EVENT_NAMES = frozenset(cls.__name__ for cls in EVENT_TYPES)
+
+
+@attrs.frozen(kw_only=True)
+class Move:
+    """One declared move of the machine."""
+
+    label: str
+    """The move's name, as `step` reports it in `Step.move`; unique per source."""
+    trigger: str
+    """The class name of the event that causes it."""
+    source: Phase
+    dest: Phase
+    conditions: tuple[str, ...] = ()
+    """Guards that must all hold on (state_before, event)."""
+    unless: tuple[str, ...] = ()
+    """Guards of which none may hold."""
+
+    @property
+    def where(self) -> str:
+        """How errors and reports name the move: `label` from `source`."""
+        return f"move {self.label!r} from {self.source.value}"
+
+    def holds(self, state: IterationState, event: Event) -> bool:
+        """Whether this move's guards select it for `event` arriving in `state`."""
+        return all(resolve_guard(name, self)(state, event) for name in self.conditions) and not any(
+            resolve_guard(name, self)(state, event) for name in self.unless
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Declaration:
+    """A checked machine: its phases, where it starts and ends, and its moves in order."""
+
+    phases: tuple[Phase, ...]
+    initial: Phase
+    final: Phase
+    moves: tuple[Move, ...]
+
+    def moves_from(self, source: Phase) -> tuple[Move, ...]:
+        """The moves leaving `source`, in their declared (selection) order."""
+        return tuple(move for move in self.moves if move.source is source)
+
+    def move(self, source: Phase, label: str) -> Move | None:
+        """The move named `label` from `source`, if declared."""
+        return next((m for m in self.moves_from(source) if m.label == label), None)
+
+
+class DeclarationError(ValueError):
+    """A declared machine is broken; `subject` names the phase or move at fault."""
+
+    def __init__(self, subject: str, problem: str) -> None:
+        super().__init__(f"{subject}: {problem}")
+        self.subject = subject
+
+
+class UnknownPhase(DeclarationError):
+    """A move leaves from or leads to a phase the declaration does not list."""
+
+
+class UnknownEvent(DeclarationError):
+    """A move's trigger is not the name of an event class."""
+
+
+class UnknownGuard(DeclarationError):
+    """A move names a guard that is not a function of `toolloop.engine.guards`."""
+
+
+class DuplicateMove(DeclarationError):
+    """Two moves from one phase share a label, so `Step.move` could not tell them apart."""
+
+
+class UnreachablePhase(DeclarationError):
+    """No sequence of moves leads from the start to this phase."""
+
+
+class TrapPhase(DeclarationError):
+    """No sequence of moves leads from this phase to the final phase."""
+
+
+def resolve_guard(name: str, move: Move) -> Guard:
+    """The guard function called `name`, or `UnknownGuard` naming `move`."""
+    found = getattr(guards, name, None) if not name.startswith("_") else None
+    if not inspect.isfunction(found) or found.__module__ != guards.__name__:
+        raise UnknownGuard(move.where, f"guard {name!r} is not a function in {guards.__name__}")
+    guard: Guard = found
+    return guard
+
+
+def declare(
+    moves: Sequence[Move],
+    *,
+    phases: Sequence[Phase] = tuple(Phase),
+    initial: Phase = IDLE,
+    final: Phase = FINISHED,
+) -> Declaration:
+    """Check `moves` and build the declaration, or raise the `DeclarationError` at fault."""
+    declaration = Declaration(
+        phases=tuple(phases), initial=initial, final=final, moves=tuple(moves)
+    )
+    for move in declaration.moves:
+        _check_move(declaration, move)
+    _check_unique(declaration.moves)
+    _check_paths(declaration)
+    return declaration
+
+
+def _check_move(declaration: Declaration, move: Move) -> None:
+    for phase in (move.source, move.dest):
+        if phase not in declaration.phases:
+            raise UnknownPhase(move.where, f"phase {phase.value} is not declared")
+    if move.trigger not in EVENT_NAMES:
+        expected = ", ".join(sorted(EVENT_NAMES))
+        raise UnknownEvent(move.where, f"trigger {move.trigger!r} is not one of {expected}")
+    for name in (*move.conditions, *move.unless):
+        resolve_guard(name, move)
+
+
+def _check_unique(moves: Iterable[Move]) -> None:
+    seen: set[tuple[Phase, str]] = set()
+    for move in moves:
+        if (move.source, move.label) in seen:
+            raise DuplicateMove(move.where, "the label is declared twice from this phase")
+        seen.add((move.source, move.label))
+
+
+def _check_paths(declaration: Declaration) -> None:
+    forward = {(m.source, m.dest) for m in declaration.moves}
+    reachable = _closure(declaration.initial, forward)
+    reaching_final = _closure(declaration.final, {(dest, src) for src, dest in forward})
+    for phase in declaration.phases:
+        if phase not in reachable:
+            start = declaration.initial.value
+            raise UnreachablePhase(f"phase {phase.value}", f"not reachable from {start}")
+        if phase is not declaration.final and phase not in reaching_final:
+            end = declaration.final.value
+            raise TrapPhase(f"phase {phase.value}", f"no path to {end}")
+
+
+def _closure(start: Phase, edges: set[tuple[Phase, Phase]]) -> set[Phase]:
+    """Every phase reachable from `start` along `edges`, `start` included."""
+    found, frontier = {start}, [start]
+    while frontier:
+        here = frontier.pop()
+        for src, dest in edges:
+            if src is here and dest not in found:
+                found.add(dest)
+                frontier.append(dest)
+    return found
+
+
+def _moves(trigger: str, source: Phase, rows: Sequence[tuple[str, Phase, str]]) -> list[Move]:
+    """Moves from `source` on `trigger`; guards are space-separated, `!name` for unless."""
+    return [
+        Move(
+            label=label,
+            trigger=trigger,
+            source=source,
+            dest=dest,
+            conditions=tuple(g for g in spec.split() if not g.startswith("!")),
+            unless=tuple(g[1:] for g in spec.split() if g.startswith("!")),
+        )
+        for label, dest, spec in rows
+    ]
+
+
+MOVES: tuple[Move, ...] = (
+    *_moves("TurnStarted", IDLE, [("started", STREAMING, "")]),
+    *_moves(
+        "StreamEnded",
+        STREAMING,
+        [
+            ("completed", FINISHED, "stream_completed"),
+            ("stream_failed", FINISHED, "stream_failed"),
+            ("empty_response", FINISHED, "stream_empty"),
+            ("stopped_by_user", FINISHED, "stream_stopped"),
+            ("follow_up_interrupt", FINISHED, "stream_interrupted"),
+            ("call_malformed", FINISHED, "call_malformed"),
+            ("stopped_before_tool", FINISHED, "stop_requested"),
+            (
+                "impersonation_aborted",
+                FINISHED,
+                "call_refused error_cap_reached under_impersonation",
+            ),
+            ("tool_error_loop", FINISHED, "call_refused error_cap_reached"),
+            ("novelai_retries_exhausted", FINISHED, "call_refused novelai_retries_exhausted"),
+            ("ceiling_reached", FINISHED, "call_refused ceiling_reached"),
+            ("novelai_retry", STREAMING, "call_refused novelai_failure_after_text"),
+            ("tool_failed", STREAMING, "call_refused"),
+            ("dispatched", DISPATCHING, ""),
+        ],
+    ),
+    *_moves(
+        "ToolSettled",
+        DISPATCHING,
+        [
+            ("stopped_during_tool", FINISHED, "stop_requested"),
+            ("restart_takes_stash", TAKING_STASH, "restart_requested has_stash_key"),
+            ("impersonation_aborted", FINISHED, "error_cap_reached under_impersonation"),
+            ("tool_error_loop", FINISHED, "error_cap_reached"),
+            ("end_turn", FINISHED, "end_turn_requested !restart_requested"),
+            ("novelai_retries_exhausted", FINISHED, "novelai_retries_exhausted"),
+            ("exit_policy_ended", FINISHED, "exit_policy_ends !restart_requested"),
+            ("ceiling_reached", FINISHED, "ceiling_reached"),
+            ("restarted", STREAMING, "restart_requested"),
+            ("novelai_retry", STREAMING, "novelai_failure_after_text"),
+            ("tool_failed", STREAMING, "outcome_failed"),
+            ("tool_succeeded", STREAMING, "tool_succeeded"),
+        ],
+    ),
+    *_moves(
+        "StashTaken",
+        TAKING_STASH,
+        [
+            ("ceiling_reached", FINISHED, "ceiling_reached"),
+            ("restarted_with_stash", STREAMING, ""),
+        ],
+    ),
+)
+
+MACHINE: Declaration = declare(MOVES)
+"""The tool loop's machine, checked on import."""
+
+
+class _Probe:
+    """The model object `transitions` moves between phases; remembers the move taken."""
+
+    state: Phase
+    taken: Move | None = None
+
+
+class Executable:
+    """A `transitions.Machine` built from a declaration, to ask which move an event selects."""
+
+    def __init__(self, declaration: Declaration) -> None:
+        self.declaration = declaration
+        self._probe = _Probe()
+        self._machine = Machine(
+            model=self._probe,
+            states=list(declaration.phases),
+            initial=declaration.initial,
+            transitions=[self._transition(move) for move in declaration.moves],
+            auto_transitions=False,
+            ignore_invalid_triggers=True,
+        )
+
+    def _transition(self, move: Move) -> dict[str, Any]:
+        def record(*_: object) -> None:
+            self._probe.taken = move
+
+        return {
+            "trigger": move.trigger,
+            "source": move.source,
+            "dest": move.dest,
+            "conditions": [resolve_guard(name, move) for name in move.conditions],
+            "unless": [resolve_guard(name, move) for name in move.unless],
+            "after": [record],
+        }
+
+    def predict(self, state: IterationState, event: Event) -> Move | None:
+        """The declared move `event` selects in `state`, or None when no move is declared."""
+        self._probe.taken = None
+        self._machine.set_state(state.phase, self._probe)
+        trigger = self._machine.events.get(type(event).__name__)
+        if trigger is not None:
+            trigger.trigger(self._probe, state, event)
+        return self._probe.taken
+
+
+def build_machine(declaration: Declaration = MACHINE) -> Executable:
+    """The declaration as a running `transitions` machine (not on the hot path)."""
+    return Executable(declaration)

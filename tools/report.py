@@ -1,0 +1,165 @@
+"""The JSON document `toolloop simulate` prints, derived from a run's trace (SCENARIOS.md).
+
+Everything here is read off the trace (and the notices the channel received),
+so the same report comes out of a live run and of a replayed one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolloop.engine.effects import (
+    DispatchTool,
+    Effect,
+    IncrementFollowUpCount,
+    MarkToolChainActive,
+    QueueStopResponse,
+    ResetFollowUpCount,
+    SetTextSuppression,
+    StreamOnce,
+)
+from toolloop.engine.events import StreamEnded, ToolSettled
+from toolloop.engine.step import initial_state, step
+from toolloop.engine.trace import Trace, TraceStep
+from toolloop.states import (
+    ConfigWarning,
+    FunctionCall,
+    GenerationTurnResult,
+    IterationState,
+    StreamStatus,
+)
+from toolloop.states.convert import to_json
+
+ABORTS = frozenset({"call_malformed", "stopped_before_tool", "stopped_during_tool"})
+RESTARTS = frozenset({"restarted", "restart_takes_stash"})
+
+
+def report(
+    trace: Trace,
+    *,
+    notices: list[dict[str, Any]],
+    config_warnings: tuple[ConfigWarning, ...],
+    raised: BaseException | None,
+) -> dict[str, Any]:
+    """The simulate document for a run that recorded `trace`."""
+    final = final_state(trace)
+    effects = [effect for record in trace.steps for effect in record.effects]
+    return {
+        "result": None if final.result is None or raised else result_json(final.result),
+        "provider_calls": len(final.stream_results),
+        "tool_calls": tool_calls(trace.steps),
+        "function_history": history_json(final),
+        "notices": notices,
+        "channel": channel_json(effects),
+        "config_warnings": [to_json(warning) for warning in config_warnings],
+        "effects": [effect_json(effect) for effect in effects],
+        "raised": None
+        if raised is None
+        else {"type": type(raised).__name__, "message": str(raised)},
+    }
+
+
+def final_state(trace: Trace) -> IterationState:
+    """The state after the trace's last step, rebuilt through `step`."""
+    state = initial_state(trace.config, trace.turn)
+    for record in trace.steps:
+        state = step(state, record.event).state
+    return state
+
+
+def result_json(result: GenerationTurnResult) -> dict[str, Any]:
+    """The stable keys of the result."""
+    owner = result.thought_log_owner
+    owner_json: dict[str, Any] | None = None
+    if owner is not None:
+        owner_json = {"type": owner.type}
+        if owner.type == "user_impersonation":
+            owner_json |= {"username": owner.username, "avatar_url": owner.avatar_url}
+        elif owner.type == "persona":
+            owner_json["persona"] = to_json(owner.persona)
+    sticker = result.selected_sticker
+    return {
+        "status": result.status.value,
+        "persona_responses": [to_json(response) for response in result.persona_responses],
+        "selected_sticker": None if sticker is None else {"id": sticker.id, "name": sticker.name},
+        "tool_response_delivered": bool(result.tool_response_delivered),
+        "thought_log_owner": owner_json,
+    }
+
+
+def tool_calls(steps: tuple[TraceStep, ...]) -> list[dict[str, Any]]:
+    """Every function call the loop handled, with whether it ran and how it ended."""
+    calls: list[dict[str, Any]] = []
+    iteration = 0
+    for record in steps:
+        event = record.event
+        if isinstance(event, StreamEnded) and event.result.status is StreamStatus.FUNCTION_CALL:
+            calls.append(_call_json(iteration, event, record))
+        elif isinstance(event, ToolSettled) and calls:
+            calls[-1]["success"] = event.result.success
+            calls[-1]["outcome"] = _outcome(record.move)
+        for effect in record.effects:
+            if isinstance(effect, StreamOnce):
+                iteration = effect.iteration
+    return calls
+
+
+def _call_json(iteration: int, event: StreamEnded, record: TraceStep) -> dict[str, Any]:
+    data = event.result.data
+    call = data if isinstance(data, FunctionCall) else None
+    dispatched = any(isinstance(effect, DispatchTool) for effect in record.effects)
+    return {
+        "iteration": iteration,
+        "name": None if call is None else (call.name.strip() or call.name),
+        "args": None if call is None else call.args,
+        "dispatched": dispatched,
+        "success": False,
+        "outcome": "history" if dispatched else _outcome(record.move),
+    }
+
+
+def _outcome(move: str) -> str:
+    if move in ABORTS:
+        return "abort"
+    return "restart" if move in RESTARTS else "history"
+
+
+def history_json(state: IterationState) -> list[dict[str, Any]]:
+    """The final history as the provider would see it."""
+    return [
+        {
+            "name": entry.function_call.name,
+            "args": entry.function_call.args,
+            "response": entry.response,
+            "pre_tool_text": (
+                None
+                if entry.pre_tool_call_text_parts is None
+                else "".join(part["text"] for part in entry.pre_tool_call_text_parts)
+            ),
+        }
+        for entry in state.function_history
+    ]
+
+
+def channel_json(effects: list[Effect]) -> dict[str, Any]:
+    """What the loop did to the channel's state."""
+    follow_up = "unchanged"
+    for effect in effects:
+        if isinstance(effect, ResetFollowUpCount):
+            follow_up = "reset"
+        elif isinstance(effect, IncrementFollowUpCount):
+            follow_up = "incremented"
+    return {
+        "follow_up_count": follow_up,
+        "tool_chain_active": any(isinstance(e, MarkToolChainActive) for e in effects),
+        "stop_response_queued": any(isinstance(e, QueueStopResponse) for e in effects),
+        "suppress_text_output": [
+            e.suppressed for e in effects if isinstance(e, SetTextSuppression)
+        ],
+    }
+
+
+def effect_json(effect: Effect) -> dict[str, Any]:
+    """One effect of the trace, tagged with its `type`."""
+    data: dict[str, Any] = to_json(effect, Effect)
+    return {"type": data.pop("_type"), **data}

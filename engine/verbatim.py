@@ -1,0 +1,565 @@
+"""Recover tool calls that a model wrote as text (SPEC section 10), incrementally and sans-IO.
+
+Theory of operation
+-------------------
+The parser is fed the visible text of one stream, chunk by chunk, and sorts it into *visible
+text* and *calls*. It keeps one candidate at a time: the text from the earliest point where a
+call could still start. Everything before that point is visible at once; the candidate is
+*held* until it becomes a call, fails (its text is released as visible, and the character that
+failed it is scanned afresh), or outgrows the cap.
+
+Modes (``_Mode``): in ``PLAIN`` nothing is held and the scan jumps with ``str.find`` from one
+``(`` or backtick to the next; at a ``(`` it looks back for ``name[ \\t]*`` at a word boundary,
+and at the end of a chunk it holds a trailing word that is still a prefix of a name (or a full
+name and spaces). Every other mode reads one piece of a candidate with an anchored, possessive
+pattern (never a backtracking one), so each character is looked at a bounded number of times
+and the cost is linear in the stream, however it is chunked:
+
+* ``TICKS`` -> ``OPENED``: a run of backticks and the spaces after it. One or two backticks
+  open an inline span, three or more may open a fence (its language tag is ``TAG``, then the
+  end of the line, then any whitespace in ``FENCE_WS``).
+* ``NAME`` -> ``NAME_WS``: an identifier that is still a prefix of an exposed name, then spaces.
+* ``ARGS_START`` -> ``ARGS``: after ``(``, the first non-blank character must be able to begin
+  valid arguments; then parentheses are counted outside JSON strings (escapes honoured).
+* ``CLOSER``: a parsed call that a code opener wrapped waits for its closing backticks.
+
+Output contract
+---------------
+Results queue up in stream order, and each :meth:`VerbatimToolCallParser.feed` or
+:meth:`~VerbatimToolCallParser.flush` hands out exactly one of: all the visible text up to the
+next call, or that call. Prose and a call never come out of the same result, so when one chunk
+holds prose and a complete call, that feed returns the prose and the call waits for the next
+``feed`` (``feed("")`` will do) or ``flush``. ``flush`` ends the stream: it releases whatever is
+held, then hands out the next item; call it until it returns ``Flush(pending_text="",
+function_call=None)`` to drain everything. Feeding after ``flush`` is a ``RuntimeError``.
+
+Choices where SPEC 10 is silent
+-------------------------------
+* Word characters are Unicode letters, digits and ``_``, plus any other character that occurs in
+  an exposed name (``-`` for ``web-search``), so ``my-web-search(`` anchors nothing.
+* The whitespace between a name and ``(`` is spaces and tabs: a name that ends a line followed
+  by a parenthesis on the next one is prose, and a fence's language tag stays unambiguous.
+* The first non-blank character after ``(`` decides at once: ``{``, ``"`` (only for a tool whose
+  sole required parameter is a string) or ``)`` (only for a tool without required parameters);
+  anything else fails the candidate there, so prose like ``search (see below)`` is not held.
+* Arguments are strict JSON (``NaN`` and ``Infinity`` are refused). A call refused once its
+  parentheses balance is released whole; scanning resumes after its ``)``.
+* Inline wrapper: backticks, then spaces. Fence: three or more backticks, an optional language
+  tag of word characters and ``+#.-``, the end of the line, then any whitespace. A fence with
+  more on its first line is not a wrapper: the call inside is still found, bare, and the fence
+  stays visible. The closer is as many backticks, after spaces (inline) or any whitespace
+  (fence); when it does not follow, the call stands and the whitespace is visible after it.
+* ``max_buffer_chars`` bounds one candidate's held text, wrapper and closer included; the
+  character that would exceed it releases the candidate and is scanned afresh.
+* A tool's sole required parameter is a string when its property schema says ``"type":
+  "string"`` (or a list of types containing it).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+
+__all__ = ["Feed", "Flush", "VerbatimCall", "VerbatimToolCallParser"]
+
+
+@attrs.frozen
+class VerbatimCall:
+    """A tool call recovered from the visible text."""
+
+    name: str
+    """The exposed tool name that anchored the call."""
+    args: dict[str, Any]
+    """The JSON object; ``{param: value}`` for a sole string; ``{}`` for ``()``."""
+    raw: str
+    """The exact text the call consumed, code wrappers included; it is never shown."""
+
+
+@attrs.frozen(kw_only=True)
+class Feed:
+    """What one :meth:`VerbatimToolCallParser.feed` hands out: text or a call, never both."""
+
+    visible_text: str
+    """Text to show now, in stream order; empty when a call is handed out or text is held."""
+    function_call: VerbatimCall | None
+    """The next recovered call, once the text before it has been handed out."""
+
+
+@attrs.frozen(kw_only=True)
+class Flush:
+    """What one :meth:`VerbatimToolCallParser.flush` hands out: text or a call, never both."""
+
+    pending_text: str
+    """Text that was held or queued, to show at the end of the stream."""
+    function_call: VerbatimCall | None
+    """The next recovered call still queued at the end of the stream."""
+
+
+class _Mode(enum.Enum):
+    PLAIN = enum.auto()  #: nothing held; text is visible as it arrives
+    TICKS = enum.auto()  #: a run of backticks that may open a code span or a fence
+    OPENED = enum.auto()  #: spaces after the backticks, before a name, a tag or a newline
+    TAG = enum.auto()  #: a fence's language tag, which may also be the name (```search(...)```)
+    TAG_WS = enum.auto()  #: spaces after the tag: "(" calls, a newline opens the fence
+    FENCE_WS = enum.auto()  #: whitespace between the fence's first line and the name
+    NAME = enum.auto()  #: an identifier that is still a prefix of an exposed name
+    NAME_WS = enum.auto()  #: a full name and spaces, awaiting "("
+    ARGS_START = enum.auto()  #: after "(": blanks, then the first character picks the form
+    ARGS = enum.auto()  #: the arguments, until the parentheses balance
+    CLOSER = enum.auto()  #: a parsed call in code, awaiting its closing backticks
+
+
+_TICK_RUN: Final = re.compile(r"`*+")
+_SPACES: Final = re.compile(r"[ \t]*+")
+_BLANKS: Final = re.compile(r"\s*+")
+_STRING_STOP: Final = re.compile(r'["\\]')
+_ARGS_STOP: Final = re.compile(r'[()"]')
+_FENCE_MIN: Final = 3
+_TAG_ONLY: Final = "+#.-"
+_NOT_IN_NAMES: Final = frozenset(' \t\r\n\f\v`()"')
+
+
+def _end_of(pattern: re.Pattern[str], s: str, i: int, end: int) -> int:
+    """Where the run that ``pattern`` reads from ``i`` ends (it may read nothing)."""
+    found = pattern.match(s, i, end)
+    return found.end() if found else i
+
+
+def _refuse_constant(token: str) -> None:
+    """Make ``json.loads`` refuse ``NaN`` and ``Infinity``, which are not JSON."""
+    raise ValueError(f"{token} is not JSON")
+
+
+def _sole_string_param(schema: Mapping[str, Any]) -> str | None:
+    """The parameter a bare JSON string fills: the only required one, typed as a string."""
+    required = list(schema.get("required") or ())
+    if len(required) != 1:
+        return None
+    prop = (schema.get("properties") or {}).get(required[0]) or {}
+    kind = prop.get("type") if isinstance(prop, Mapping) else None
+    is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)
+    return str(required[0]) if is_string else None
+
+
+def _check_name(name: str) -> str:
+    """Refuse a name that could never anchor, rather than silently never finding its calls."""
+    if not name or not _NOT_IN_NAMES.isdisjoint(name):
+        raise ValueError(
+            f"tool name {name!r} cannot anchor a verbatim call: "
+            "it must be non-empty, without whitespace, backticks, parentheses or quotes"
+        )
+    return name
+
+
+class VerbatimToolCallParser:
+    """Split one stream's visible text into visible text and tool calls; see the module doc."""
+
+    __slots__ = (
+        "_args_at",
+        "_call",
+        "_cap",
+        "_closer_ticks",
+        "_depth",
+        "_ended",
+        "_escape",
+        "_extra",
+        "_fenced",
+        "_held",
+        "_held_len",
+        "_id_run",
+        "_in_string",
+        "_lengths",
+        "_longest",
+        "_mode",
+        "_name_alive",
+        "_names",
+        "_no_args",
+        "_out",
+        "_paren_at",
+        "_prefixes",
+        "_prev_id",
+        "_steps",
+        "_string_param",
+        "_tag_run",
+        "_tick_at",
+        "_ticks",
+        "_word",
+    )
+
+    _held: list[str]
+    _call: VerbatimCall | None
+
+    def __init__(
+        self, *, tools: Mapping[str, Mapping[str, Any]], max_buffer_chars: int = 8192
+    ) -> None:
+        if max_buffer_chars < 1:
+            raise ValueError(f"max_buffer_chars must be >= 1 (got {max_buffer_chars!r})")
+        self._names = frozenset(_check_name(name) for name in tools)
+        self._no_args = frozenset(n for n, s in tools.items() if not s.get("required"))
+        self._string_param = {
+            n: p for n, s in tools.items() if (p := _sole_string_param(s)) is not None
+        }
+        self._prefixes = frozenset(n[:k] for n in self._names for k in range(1, len(n) + 1))
+        self._lengths = sorted({len(n) for n in self._names}, reverse=True)
+        self._longest = max(self._lengths, default=0)
+        self._extra = "_" + "".join(sorted({c for n in self._names for c in n if not c.isalnum()}))
+        word = "\\w" + re.escape(self._extra)
+        self._id_run = re.compile(f"[{word}]*+")
+        self._tag_run = re.compile(f"[{word}{re.escape(_TAG_ONLY)}]*+")
+        self._cap = max_buffer_chars
+        self._steps: dict[_Mode, Callable[[str, int, int], int]] = {
+            _Mode.TICKS: self._ticks_run,
+            _Mode.OPENED: self._opened,
+            _Mode.TAG: self._tag,
+            _Mode.TAG_WS: self._tag_ws,
+            _Mode.FENCE_WS: self._fence_ws,
+            _Mode.NAME: self._name,
+            _Mode.NAME_WS: self._name_ws,
+            _Mode.ARGS_START: self._args_start,
+            _Mode.ARGS: self._args,
+            _Mode.CLOSER: self._closer,
+        }
+        self._out: deque[str | VerbatimCall] = deque()  # results not yet handed out
+        self._ended = False
+        self._prev_id = False  # the last character fed so far is a word character
+        self._tick_at = self._paren_at = -1  # next "`" / "(" in the chunk at hand, or len
+        self._reset()
+
+    # -- public API -------------------------------------------------------------------------
+
+    def feed(self, text: str) -> Feed:
+        """Scan ``text`` and hand out the next result: visible text up to a call, or the call."""
+        if self._ended:
+            raise RuntimeError("feed() after flush(): the stream has already ended")
+        self._scan(text)
+        visible, call = self._next()
+        return Feed(visible_text=visible, function_call=call)
+
+    def flush(self) -> Flush:
+        """End the stream (release what is held) and hand out the next result; repeat to drain."""
+        if not self._ended:
+            self._ended = True
+            if self._mode is _Mode.CLOSER:
+                self._no_closer()
+            if self._mode is not _Mode.PLAIN:
+                self._release()
+        pending, call = self._next()
+        return Flush(pending_text=pending, function_call=call)
+
+    # -- output queue -----------------------------------------------------------------------
+
+    def _emit(self, item: str | VerbatimCall) -> None:
+        if item:
+            self._out.append(item)
+
+    def _next(self) -> tuple[str, VerbatimCall | None]:
+        """Pop the next call, or all the text queued before it (merged)."""
+        out, parts = self._out, list[str]()
+        while out:
+            item = out[0]
+            if isinstance(item, VerbatimCall):
+                if not parts:
+                    out.popleft()
+                    return "", item
+                break
+            parts.append(item)
+            out.popleft()
+        return "".join(parts), None
+
+    # -- the candidate ----------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        """Forget the candidate; back to plain text."""
+        self._mode = _Mode.PLAIN
+        self._held = []  # the candidate's text; invariant: _held_len <= _cap
+        self._held_len = 0
+        self._ticks = 0  # backticks of the code opener; 0 for a bare call
+        self._fenced = False  # the opener ended its line: a fence, not an inline span
+        self._word = ""  # the identifier read so far, while it may be a name
+        self._name_alive = True  # TAG only: the tag may still be the tool name
+        self._args_at = 0  # held length at the end of "name("
+        self._depth = 0  # open parentheses outside JSON strings
+        self._in_string = self._escape = False
+        self._call = None  # CLOSER only: the parsed call
+        self._closer_ticks = 0  # CLOSER only: closing backticks seen
+
+    def _keep(self, s: str, i: int, j: int) -> None:
+        if j > i:
+            self._held.append(s[i:j])
+            self._held_len += j - i
+
+    def _release(self) -> None:
+        """Fail the candidate: its text becomes visible."""
+        self._emit("".join(self._held))
+        self._reset()
+
+    def _to(self, mode: _Mode, at: int) -> int:
+        self._mode = mode
+        return at
+
+    def _fail(self, at: int) -> int:
+        """Release the candidate; the character at ``at`` is scanned afresh."""
+        self._release()
+        return at
+
+    def _is_id(self, c: str) -> bool:
+        return c.isalnum() or c in self._extra
+
+    def _at_boundary(self, s: str, a: int) -> bool:
+        """No word character right before position ``a`` of the stream."""
+        return not (self._is_id(s[a - 1]) if a else self._prev_id)
+
+    # -- scanning ---------------------------------------------------------------------------
+
+    def _scan(self, s: str) -> None:
+        i, n = 0, len(s)
+        self._tick_at = self._paren_at = -1
+        steps = self._steps
+        while i < n:
+            if self._mode is _Mode.PLAIN:
+                i = self._plain(s, i)
+            elif self._held_len < self._cap:
+                i = steps[self._mode](s, i, min(n, i + self._cap - self._held_len))
+            elif self._mode is _Mode.CLOSER:
+                self._no_closer()
+            else:
+                self._release()
+        if n:
+            self._prev_id = self._is_id(s[-1])
+
+    def _plain(self, s: str, i: int) -> int:
+        """Emit prose up to the next candidate: a backtick, ``name(``, or a viable tail."""
+        n = len(s)
+        if self._tick_at < i:
+            self._tick_at = t if (t := s.find("`", i)) >= 0 else n
+        stop, k = self._tick_at, i
+        while True:
+            if self._paren_at < k:
+                self._paren_at = p if (p := s.find("(", k, stop)) >= 0 else stop
+            if self._paren_at >= stop:
+                break
+            start = self._name_before(s, i, self._paren_at)
+            if start >= 0:
+                self._emit(s[i:start])
+                return self._to(_Mode.NAME, start)
+            k = self._paren_at + 1
+        if stop < n:
+            self._emit(s[i:stop])
+            return self._to(_Mode.TICKS, stop)
+        start = self._tail_start(s, i)
+        self._emit(s[i:start])
+        return self._to(_Mode.NAME, start) if start < n else n
+
+    def _name_before(self, s: str, lo: int, paren: int) -> int:
+        """Where ``name[ \\t]*`` ending at ``paren`` starts (not before ``lo``), or -1."""
+        j = paren
+        while j > lo and s[j - 1] in " \t":
+            j -= 1
+        for length in self._lengths:
+            a = j - length
+            if a >= lo and s[a:j] in self._names and self._at_boundary(s, a):
+                return a
+        return -1
+
+    def _tail_start(self, s: str, lo: int) -> int:
+        """Where a tail that may still grow into an anchor starts (not before ``lo``), or len."""
+        n = j = len(s)
+        if s[-1] in " \t":
+            j = max(lo, len(s.rstrip(" \t")))
+        a, stop = j, max(lo, j - self._longest - 1)
+        while a > stop and self._is_id(s[a - 1]):
+            a -= 1
+        word = s[a:j]
+        viable = self._prefixes if j == n else self._names
+        return a if word in viable and self._at_boundary(s, a) else n
+
+    # Each step reads from ``i`` up to ``end`` (the chunk's end, or where the cap is reached),
+    # keeps what it read, and returns where the next step starts; it either consumes a
+    # character or changes mode, so the scan always progresses.
+
+    def _ticks_run(self, s: str, i: int, end: int) -> int:
+        j = _end_of(_TICK_RUN, s, i, end)
+        self._keep(s, i, j)
+        self._ticks += j - i
+        return self._to(_Mode.OPENED, j) if j < end else j
+
+    def _opened(self, s: str, i: int, end: int) -> int:
+        j = _end_of(_SPACES, s, i, end)
+        self._keep(s, i, j)
+        if j == end:
+            return j
+        c, fence = s[j], self._ticks >= _FENCE_MIN
+        if self._is_id(c):
+            return self._to(_Mode.TAG if fence else _Mode.NAME, j)
+        if fence and c in _TAG_ONLY:
+            self._name_alive = False
+            return self._to(_Mode.TAG, j)
+        return self._line_end(s, j) if fence else self._fail(j)
+
+    def _line_end(self, s: str, j: int) -> int:
+        """A newline ends a fence's first line; anything else fails it."""
+        if s[j] not in "\r\n":
+            return self._fail(j)
+        self._keep(s, j, j + 1)
+        self._fenced, self._word = True, ""
+        return self._to(_Mode.FENCE_WS, j + 1)
+
+    def _tag(self, s: str, i: int, end: int) -> int:
+        j = _end_of(self._tag_run, s, i, end)
+        if self._name_alive:
+            word = self._word + s[i:j] if j - i <= self._longest else ""
+            self._name_alive = word in self._prefixes
+            self._word = word if self._name_alive else ""
+        self._keep(s, i, j)
+        if j == end:
+            return j
+        self._name_alive = self._name_alive and self._word in self._names
+        if s[j] == "(":
+            return self._anchor(s, j) if self._name_alive else self._fail(j)
+        return self._to(_Mode.TAG_WS, j) if s[j] in " \t" else self._line_end(s, j)
+
+    def _tag_ws(self, s: str, i: int, end: int) -> int:
+        j = _end_of(_SPACES, s, i, end)
+        self._keep(s, i, j)
+        if j == end:
+            return j
+        if s[j] == "(":
+            return self._anchor(s, j) if self._name_alive else self._fail(j)
+        return self._line_end(s, j)
+
+    def _fence_ws(self, s: str, i: int, end: int) -> int:
+        j = _end_of(_BLANKS, s, i, end)
+        self._keep(s, i, j)
+        if j == end:
+            return j
+        return self._to(_Mode.NAME, j) if self._is_id(s[j]) else self._fail(j)
+
+    def _name(self, s: str, i: int, end: int) -> int:
+        j = _end_of(self._id_run, s, i, end)
+        word = self._word + s[i:j] if j - i <= self._longest else ""
+        self._keep(s, i, j)
+        if word not in self._prefixes:
+            return self._fail(j)  # a longer identifier: nothing inside it can anchor
+        self._word = word
+        if j == end:
+            return j
+        return self._to(_Mode.NAME_WS, j) if word in self._names else self._fail(j)
+
+    def _name_ws(self, s: str, i: int, end: int) -> int:
+        j = _end_of(_SPACES, s, i, end)
+        self._keep(s, i, j)
+        if j == end:
+            return j
+        return self._anchor(s, j) if s[j] == "(" else self._fail(j)
+
+    def _anchor(self, s: str, j: int) -> int:
+        """``name(`` is complete: the arguments start after ``j``."""
+        self._keep(s, j, j + 1)
+        self._args_at = self._held_len
+        return self._to(_Mode.ARGS_START, j + 1)
+
+    def _args_start(self, s: str, i: int, end: int) -> int:
+        j = _end_of(_BLANKS, s, i, end)
+        self._keep(s, i, j)
+        if j == end:
+            return j
+        c, name = s[j], self._word
+        if c == ")" and name in self._no_args:
+            self._keep(s, j, j + 1)
+            self._complete()
+            return j + 1
+        if c == "{" or (c == '"' and name in self._string_param):
+            self._depth = 1
+            return self._to(_Mode.ARGS, j)
+        return self._fail(j)
+
+    def _args(self, s: str, i: int, end: int) -> int:
+        """Count parentheses outside JSON strings, jumping between the characters that matter."""
+        pos = i
+        while pos < end:
+            if self._escape:
+                self._escape, pos = False, pos + 1
+                continue
+            found = (_STRING_STOP if self._in_string else _ARGS_STOP).search(s, pos, end)
+            if found is None:
+                pos = end
+                break
+            c, pos = found.group(), found.end()
+            if c == "\\":
+                self._escape = True
+            elif c == '"':
+                self._in_string = not self._in_string
+            elif c == "(":
+                self._depth += 1
+            elif self._depth == 1:
+                self._keep(s, i, pos)
+                self._complete()
+                return pos
+            else:
+                self._depth -= 1
+        self._keep(s, i, pos)
+        return pos
+
+    def _complete(self) -> None:
+        """The parentheses balance: a valid call is queued (or awaits its closer), else released."""
+        raw = "".join(self._held)
+        args = self._parse_args(self._word, raw[self._args_at : -1])
+        if args is None:
+            self._release()
+            return
+        call = VerbatimCall(name=self._word, args=args, raw=raw)
+        if not self._ticks:
+            self._emit(call)
+            self._reset()
+            return
+        self._call, self._held = call, []
+        self._mode = _Mode.CLOSER
+
+    def _parse_args(self, name: str, text: str) -> dict[str, Any] | None:
+        """The arguments the text between the parentheses stands for, or None if refused."""
+        body = text.strip()
+        if not body:
+            return {}  # "()" reaches here only for a tool without required parameters
+        try:
+            value = json.loads(body, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError):
+            return None
+        if isinstance(value, dict):
+            return value
+        if isinstance(value, str) and name in self._string_param:
+            return {self._string_param[name]: value}
+        return None
+
+    def _closer(self, s: str, i: int, end: int) -> int:
+        j = i if self._closer_ticks else _end_of(_BLANKS if self._fenced else _SPACES, s, i, end)
+        k = _end_of(_TICK_RUN, s, j, min(end, j + self._ticks - self._closer_ticks))
+        self._keep(s, i, k)
+        self._closer_ticks += k - j
+        if self._closer_ticks == self._ticks:
+            call = self._parsed()
+            self._emit(attrs.evolve(call, raw=call.raw + "".join(self._held)))
+            self._reset()
+            return k
+        if k < end:
+            self._no_closer()
+        return k
+
+    def _no_closer(self) -> None:
+        """The closer did not follow: the call stands; what was held after it is text again."""
+        call, ticks, text = self._parsed(), self._closer_ticks, "".join(self._held)
+        self._emit(call)
+        self._reset()
+        self._emit(text[: len(text) - ticks])
+        if ticks:  # a shorter run of backticks may open code of its own
+            self._held, self._held_len, self._ticks = [text[-ticks:]], ticks, ticks
+            self._mode = _Mode.TICKS
+
+    def _parsed(self) -> VerbatimCall:
+        assert self._call is not None, "CLOSER always holds the parsed call"
+        return self._call

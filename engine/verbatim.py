@@ -336,8 +336,8 @@ class VerbatimToolCallParser:
     def _plain(self, s: str, i: int) -> int:
         """Emit prose up to the next candidate: a backtick, ``name(``, or a viable tail."""
         n = len(s)
-        if self._tick_at < i:
-            self._tick_at = t if (t := s.find("`", i)) >= 0 else n
+        if self._tick_at < i:  # without tools, code cannot open a call either
+            self._tick_at = t if self._names and (t := s.find("`", i)) >= 0 else n
         stop, k = self._tick_at, i
         while True:
             if self._paren_at < k:

@@ -1,0 +1,479 @@
+"""The incremental verbatim tool-call parser (SPEC section 10)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolloop.engine.verbatim import Feed, Flush, VerbatimCall, VerbatimToolCallParser
+
+TOOLS = {
+    "search": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    "get_time": {"type": "object", "properties": {}},
+    "send": {
+        "type": "object",
+        "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+        "required": ["to", "body"],
+    },
+    "count": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    "web-search": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+}
+
+Event = str | VerbatimCall
+
+
+def parser(cap: int = 8192) -> VerbatimToolCallParser:
+    return VerbatimToolCallParser(tools=TOOLS, max_buffer_chars=cap)
+
+
+def merge(events: Iterable[Event]) -> list[Event]:
+    """Join adjacent texts, drop empty ones: the result as a bot author sees it."""
+    merged: list[Event] = []
+    for event in events:
+        if isinstance(event, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += event
+        elif event:
+            merged.append(event)
+    return merged
+
+
+def drain(p: VerbatimToolCallParser) -> list[Event]:
+    """Flush until nothing is left, as a caller that wants every result does."""
+    events: list[Event] = []
+    while (out := p.flush()) != Flush(pending_text="", function_call=None):
+        events.append(out.function_call or out.pending_text)
+    return events
+
+
+def run(chunks: Sequence[str], cap: int = 8192) -> list[Event]:
+    """Feed the chunks, then flush; return every result in order, merged."""
+    p = parser(cap)
+    events: list[Event] = []
+    for chunk in chunks:
+        out = p.feed(chunk)
+        assert not (out.visible_text and out.function_call)
+        events.append(out.function_call or out.visible_text)
+    return merge(events + drain(p))
+
+
+def call(name: str, args: dict[str, object], raw: str) -> VerbatimCall:
+    return VerbatimCall(name=name, args=args, raw=raw)
+
+
+def rebuilt(events: Iterable[Event]) -> str:
+    return "".join(e if isinstance(e, str) else e.raw for e in events)
+
+
+SEARCH_CATS = call("search", {"q": "cats"}, 'search({"q": "cats"})')
+
+
+class TestAnchor:
+    def test_bare_call_is_recovered(self) -> None:
+        """A tool name followed by ``(`` and a JSON object is a call."""
+        assert run(['Let me look. search({"q": "cats"})']) == ["Let me look. ", SEARCH_CATS]
+
+    def test_mentioned_name_is_visible(self) -> None:
+        """A tool name not followed by ``(`` is prose."""
+        assert run(["I could search for it."]) == ["I could search for it."]
+
+    def test_longer_identifier_starting_with_a_name_does_not_anchor(self) -> None:
+        """``searching(`` is not ``search(``."""
+        text = 'searching({"q": "cats"})'
+        assert run([text]) == [text]
+
+    def test_identifier_ending_with_a_name_does_not_anchor(self) -> None:
+        """The name must start at a word boundary: ``research(`` is not ``search(``."""
+        text = 'research({"q": "cats"})'
+        assert run([text]) == [text]
+
+    def test_unknown_tool_is_visible(self) -> None:
+        """Only exposed tool names anchor a call."""
+        text = 'lookup({"q": "cats"})'
+        assert run([text]) == [text]
+
+    def test_spaces_between_name_and_paren_are_allowed(self) -> None:
+        """Spaces and tabs may separate the name from ``(``."""
+        raw = 'search \t ({"q": "cats"})'
+        assert run([raw]) == [call("search", {"q": "cats"}, raw)]
+
+    def test_newline_between_name_and_paren_does_not_anchor(self) -> None:
+        """A name ending a line, then a parenthesis on the next, is prose."""
+        text = 'search\n({"q": "cats"})'
+        assert run([text]) == [text]
+
+    def test_name_with_a_hyphen_is_one_word(self) -> None:
+        """A character that occurs in a name counts as a word character around every name."""
+        assert run(['pre-web-search({"q": "a"}) web-search({"q": "b"})']) == [
+            'pre-web-search({"q": "a"}) ',
+            call("web-search", {"q": "b"}, 'web-search({"q": "b"})'),
+        ]
+
+    def test_unicode_letter_before_a_name_is_a_word_character(self) -> None:
+        """Word boundaries follow Unicode letters, not only ASCII."""
+        text = 'ésearch({"q": "cats"})'
+        assert run([text]) == [text]
+
+
+class TestWrappers:
+    def test_inline_code_span_is_dropped_with_the_call(self) -> None:
+        """Both backticks of an inline span belong to the call's raw text."""
+        assert run(['Sure: `search("cats")` done']) == [
+            "Sure: ",
+            call("search", {"q": "cats"}, '`search("cats")`'),
+            " done",
+        ]
+
+    def test_double_backtick_span_is_a_wrapper(self) -> None:
+        """A span opened with two backticks closes with two."""
+        raw = '``search("cats")``'
+        assert run([raw]) == [call("search", {"q": "cats"}, raw)]
+
+    def test_fenced_call_with_language_tag_drops_the_fence(self) -> None:
+        """A fenced block with any language tag wraps the call, fence lines included."""
+        raw = '```tool_code\nsearch({"q": "cats"})\n```'
+        assert run([f"Here:\n{raw}\nDone."]) == [
+            "Here:\n",
+            call("search", {"q": "cats"}, raw),
+            "\nDone.",
+        ]
+
+    def test_fence_without_language_tag_is_a_wrapper(self) -> None:
+        """The language tag is optional."""
+        raw = "```\n  get_time()\n```"
+        assert run([raw]) == [call("get_time", {}, raw)]
+
+    def test_fence_tag_named_like_a_tool_is_a_tag(self) -> None:
+        """A tag that spells a tool name, then a newline, is only a tag."""
+        raw = '```search\nsearch("cats")\n```'
+        assert run([raw]) == [call("search", {"q": "cats"}, raw)]
+
+    def test_triple_backticks_on_one_line_are_an_inline_wrapper(self) -> None:
+        """Three backticks followed by the call on the same line wrap it too."""
+        raw = '```search("cats")```'
+        assert run([raw]) == [call("search", {"q": "cats"}, raw)]
+
+    def test_fence_with_more_on_its_first_line_leaves_the_call_bare(self) -> None:
+        """An info string beyond a tag is not a wrapper: the call is found bare."""
+        text = '```python title="x"\nsearch("cats")\n```'
+        assert run([text]) == [
+            '```python title="x"\n',
+            call("search", {"q": "cats"}, 'search("cats")'),
+            "\n```",
+        ]
+
+    def test_missing_closer_keeps_the_call_and_shows_what_follows(self) -> None:
+        """When the closer does not follow, the call stands and the text after it is visible."""
+        assert run(['`search("cats") and more']) == [
+            call("search", {"q": "cats"}, '`search("cats")'),
+            " and more",
+        ]
+
+    def test_shorter_closer_is_visible_code_again(self) -> None:
+        """Fewer backticks than the opener are not its closer: they may open code themselves."""
+        assert run(['```\nget_time()\n`search("cats")`']) == [
+            call("get_time", {}, "```\nget_time()"),
+            "\n",
+            call("search", {"q": "cats"}, '`search("cats")`'),
+        ]
+
+    def test_text_after_the_closer_keeps_streaming(self) -> None:
+        """Text after a dropped closer is visible."""
+        assert run(["`get_time()` it is late"])[-1] == " it is late"
+
+    def test_later_call_is_found(self) -> None:
+        """After one call, scanning goes on and finds the next."""
+        assert run(['get_time() then `search("cats")`.']) == [
+            call("get_time", {}, "get_time()"),
+            " then ",
+            call("search", {"q": "cats"}, '`search("cats")`'),
+            ".",
+        ]
+
+    def test_inline_code_that_is_not_a_call_is_visible(self) -> None:
+        """Ordinary inline code is prose, released as soon as it cannot be a call."""
+        p = parser()
+        assert p.feed("use `ls -la` here").visible_text == "use `ls -la` here"
+
+
+class TestFeedContract:
+    def test_prose_then_call_in_one_feed_returns_the_prose_first(self) -> None:
+        """A feed with prose and a whole call returns the prose; the call waits."""
+        p = parser()
+        assert p.feed('Hi. search({"q": "cats"})') == Feed(visible_text="Hi. ", function_call=None)
+
+    def test_waiting_call_comes_with_an_empty_feed(self) -> None:
+        """``feed("")`` hands out the call that waited behind prose."""
+        p = parser()
+        p.feed('Hi. search({"q": "cats"})')
+        assert p.feed("") == Feed(visible_text="", function_call=SEARCH_CATS)
+
+    def test_waiting_call_comes_with_flush(self) -> None:
+        """``flush()`` hands out the call that waited behind prose."""
+        p = parser()
+        p.feed('Hi. search({"q": "cats"})')
+        assert p.flush() == Flush(pending_text="", function_call=SEARCH_CATS)
+
+    def test_call_alone_in_a_feed_is_returned_at_once(self) -> None:
+        """A feed that completes a call and showed no prose returns the call."""
+        p = parser()
+        assert p.feed('search({"q": ') == Feed(visible_text="", function_call=None)
+        assert p.feed('"cats"})') == Feed(visible_text="", function_call=SEARCH_CATS)
+
+    def test_text_after_a_call_comes_with_the_next_feed(self) -> None:
+        """Text that followed a call in the same chunk is handed out next, in order."""
+        p = parser()
+        assert p.feed('search({"q": "cats"}) ok').function_call == SEARCH_CATS
+        assert p.feed(" then").visible_text == " ok then"
+
+    def test_flush_hands_out_one_result_at_a_time(self) -> None:
+        """Repeated flushes drain the queue in stream order, then return nothing."""
+        p = parser()
+        assert p.feed("a get_time() b get_time() c").visible_text == "a "
+        now = call("get_time", {}, "get_time()")
+        assert drain(p) == [now, " b ", now, " c"]
+
+    def test_feed_after_flush_is_a_runtime_error(self) -> None:
+        """The stream has ended once flushed; feeding more is caller misuse."""
+        p = parser()
+        p.flush()
+        with pytest.raises(RuntimeError, match=r"^feed\(\) after flush\(\)"):
+            p.feed("x")
+
+
+class TestArguments:
+    def test_empty_parens_call_a_tool_without_required_params(self) -> None:
+        """``tool()`` is a call with no arguments when nothing is required."""
+        assert run(["get_time( )"]) == [call("get_time", {}, "get_time( )")]
+
+    def test_empty_parens_for_a_tool_with_required_params_are_visible(self) -> None:
+        """``tool()`` is refused when the tool requires parameters."""
+        assert run(["search() now"]) == ["search() now"]
+
+    def test_json_object_is_the_arguments(self) -> None:
+        """A JSON object becomes the call's arguments as written."""
+        raw = 'send({"to": "ann", "body": "hi", "extra": [1, {"a": null}]})'
+        args = {"to": "ann", "body": "hi", "extra": [1, {"a": None}]}
+        assert run([raw]) == [call("send", args, raw)]
+
+    def test_sole_string_maps_to_the_only_required_param(self) -> None:
+        """``tool("v")`` fills the only required parameter when it is a string."""
+        assert run(['search("cats")']) == [call("search", {"q": "cats"}, 'search("cats")')]
+
+    def test_string_for_a_tool_with_two_required_params_is_visible(self) -> None:
+        """A lone string is refused when the tool requires more than one parameter."""
+        assert run(['send("hi")']) == ['send("hi")']
+
+    def test_string_for_a_non_string_param_is_visible(self) -> None:
+        """A lone string is refused when the only required parameter is not a string."""
+        assert run(['count("3")']) == ['count("3")']
+
+    def test_invalid_json_is_visible_and_scanning_resumes_after_it(self) -> None:
+        """Broken JSON is released whole; a call after it is still found."""
+        assert run(['search({q: cats}) search("dogs")']) == [
+            "search({q: cats}) ",
+            call("search", {"q": "dogs"}, 'search("dogs")'),
+        ]
+
+    def test_two_arguments_are_visible(self) -> None:
+        """More than one argument is the wrong arity."""
+        assert run(['search("a", "b")']) == ['search("a", "b")']
+
+    def test_json_that_is_not_an_object_or_string_is_visible(self) -> None:
+        """Numbers and arrays are not arguments."""
+        assert run(["count(3) count([3])"]) == ["count(3) count([3])"]
+
+    def test_nan_is_not_json(self) -> None:
+        """``NaN`` and ``Infinity`` are refused, as strict JSON does."""
+        assert run(['count({"n": NaN})']) == ['count({"n": NaN})']
+
+    def test_parentheses_inside_json_strings_are_ignored(self) -> None:
+        """A ``)`` inside a JSON string does not close the call."""
+        raw = 'search({"q": "f(x) = (y"})'
+        assert run([raw]) == [call("search", {"q": "f(x) = (y"}, raw)]
+
+    def test_escaped_quote_does_not_end_a_json_string(self) -> None:
+        """``\\"`` stays inside the string, so the ``)`` after it is still in the string."""
+        raw = 'search("say \\") twice")'
+        assert run([raw]) == [call("search", {"q": 'say ") twice'}, raw)]
+
+    def test_prose_parenthesis_after_a_name_is_released_at_once(self) -> None:
+        """``name (`` followed by prose is refused at its first character, not held."""
+        p = parser()
+        assert p.feed("I will search (see below").visible_text == "I will search (see below"
+
+
+class TestHolding:
+    def test_prose_without_an_anchor_is_emitted_at_once(self) -> None:
+        """Text that cannot start a call is visible in the same feed."""
+        assert parser().feed("Hello there (really).").visible_text == "Hello there (really)."
+
+    def test_partial_name_at_the_end_is_held(self) -> None:
+        """A trailing prefix of a tool name waits for the next chunk."""
+        p = parser()
+        assert p.feed("I will sea").visible_text == "I will "
+        assert p.feed("t").visible_text == "seat"
+
+    def test_full_name_awaiting_paren_is_held(self) -> None:
+        """A trailing full name and spaces wait for ``(``."""
+        p = parser()
+        assert p.feed("ok search  ").visible_text == "ok "
+        assert p.feed("it").visible_text == "search  it"
+
+    def test_code_opener_is_held(self) -> None:
+        """A trailing code opener waits for what follows it."""
+        p = parser()
+        assert p.feed("see ```py\n").visible_text == "see "
+        assert p.feed("print(1)").visible_text == "```py\nprint(1)"
+
+    def test_open_call_is_held_until_it_balances(self) -> None:
+        """From the anchor, nothing is shown until the parentheses balance."""
+        p = parser()
+        assert p.feed('search({"q": "(').visible_text == ""
+        assert p.feed('"})').function_call == call("search", {"q": "("}, 'search({"q": "("})')
+
+
+class TestCap:
+    def test_call_longer_than_the_cap_is_visible(self) -> None:
+        """A candidate that outgrows ``max_buffer_chars`` is released as text."""
+        text = 'search({"q": "' + "x" * 50 + '"})'
+        assert run([text], cap=40) == [text]
+
+    def test_call_exactly_at_the_cap_is_recovered(self) -> None:
+        """A call whose raw text is exactly ``max_buffer_chars`` long is still a call."""
+        raw = 'search({"q": "' + "x" * 26 + '"})'
+        assert len(raw) == 43
+        assert run([raw], cap=43) == [call("search", {"q": "x" * 26}, raw)]
+
+    def test_release_at_the_cap_happens_while_streaming(self) -> None:
+        """Held text past the cap is visible without waiting for the end of the stream."""
+        p = parser(cap=10)
+        assert p.feed("search      x").visible_text == "search      x"
+
+    def test_spaces_past_the_cap_release_the_name(self) -> None:
+        """A name awaiting ``(`` behind too many spaces is prose."""
+        text = "search" + " " * 20 + '("cats")'
+        assert run([text], cap=10) == [text]
+
+
+class TestFlush:
+    def test_unbalanced_call_at_flush_is_visible(self) -> None:
+        """A call still open at the end of the stream is released as text."""
+        p = parser()
+        p.feed('search({"q": "ca')
+        assert p.flush() == Flush(pending_text='search({"q": "ca', function_call=None)
+
+    def test_held_tail_at_flush_is_pending_text(self) -> None:
+        """A held partial name is pending text at the end of the stream."""
+        p = parser()
+        p.feed("I will sear")
+        assert p.flush() == Flush(pending_text="sear", function_call=None)
+
+    def test_call_awaiting_its_closer_at_flush_is_handed_out(self) -> None:
+        """A fenced call whose fence never closes is still a call."""
+        p = parser()
+        p.feed("```\nget_time()\n")
+        assert drain(p) == [call("get_time", {}, "```\nget_time()"), "\n"]
+
+
+class TestConfiguration:
+    def test_max_buffer_chars_must_be_positive(self) -> None:
+        """A cap below one character is refused with the value named."""
+        with pytest.raises(ValueError, match=r"^max_buffer_chars must be >= 1 \(got 0\)$"):
+            VerbatimToolCallParser(tools=TOOLS, max_buffer_chars=0)
+
+    def test_tool_name_that_cannot_anchor_is_refused(self) -> None:
+        """A name with whitespace or parentheses is refused rather than never found."""
+        with pytest.raises(ValueError, match=r"^tool name 'my tool' cannot anchor"):
+            VerbatimToolCallParser(tools={"my tool": {}})
+
+    def test_no_tools_means_all_text_is_visible(self) -> None:
+        """Without exposed tools nothing anchors."""
+        p = VerbatimToolCallParser(tools={})
+        assert p.feed("`get_time()`").visible_text == "`get_time()`"
+
+
+SPLIT_TEXTS = [
+    'Let me check. search({"q": "a(b)\\"c"}) and then get_time() ok',
+    'Here:\n```json\nsend({"to": "x", "body": "y"})\n```\nDone `search("z")`!',
+    'research(1) searching `ls` ```\n``count({"n": 1})`` sea',
+    'search({"q": 1}, 2) `web-search("q")` count ({"n": NaN}) get_time',
+]
+
+
+class TestChunking:
+    @pytest.mark.parametrize("text", SPLIT_TEXTS)
+    def test_every_split_point_gives_the_same_result(self, text: str) -> None:
+        """Splitting the stream in two at any index changes nothing."""
+        whole = run([text])
+        for cut in range(len(text) + 1):
+            assert run([text[:cut], text[cut:]]) == whole, cut
+
+    @pytest.mark.parametrize("text", SPLIT_TEXTS)
+    def test_one_character_chunks_give_the_same_result(self, text: str) -> None:
+        """Feeding one character at a time changes nothing."""
+        assert run(list(text)) == run([text])
+
+    @pytest.mark.parametrize("text", SPLIT_TEXTS)
+    def test_every_split_point_at_a_small_cap_gives_the_same_result(self, text: str) -> None:
+        """Where the cap releases held text does not depend on the split either."""
+        whole = run([text], cap=12)
+        for cut in range(len(text) + 1):
+            assert run([text[:cut], text[cut:]], cap=12) == whole, cut
+
+
+class TestHostile:
+    def test_huge_nesting_never_raises(self) -> None:
+        """Deeply nested JSON is refused or accepted, never a crash."""
+        text = 'search({"q": ' + "[" * 100_000 + "]" * 100_000 + "})"
+        assert rebuilt(run([text], cap=1_000_000)) == text
+
+    def test_endless_parentheses_never_raise(self) -> None:
+        """An anchor followed by endless ``(`` is released as text."""
+        text = 'search({"q": "x"}' + "(" * 200_000
+        assert run([text]) == [text]
+
+    def test_tool_name_repeated_a_million_times_never_raises(self) -> None:
+        """A million repetitions of a name, with and without parentheses, stay text."""
+        for unit in ("search", "search ", "search(", "`search"):
+            text = unit * 1_000_000
+            assert run([text]) == [text]
+
+
+TOKENS = [
+    "search", "get_time", "send", "count", "web-search", "sea", "get_", "re", "-",
+    "(", ")", "{", "}", '"', "\\", "`", "``", "```", "\n", " ", "\t", ":", ",", "x", "é",
+    '{"q": "a"}', '"cats"', "py", "NaN", "[", "]",
+]  # fmt: skip
+
+texts = st.lists(st.sampled_from(TOKENS), max_size=40).map("".join)
+caps = st.sampled_from([1, 6, 16, 8192])
+
+
+def chunked(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({min(c, len(text)) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+class TestProperties:
+    @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=texts, cuts=st.lists(st.integers(0, 200)), cap=caps)
+    def test_visible_text_and_call_raws_in_order_rebuild_the_input(
+        self, text: str, cuts: list[int], cap: int
+    ) -> None:
+        """For any text and chunking, visible text with each call's raw put back is the input."""
+        assert rebuilt(run(chunked(text, cuts), cap)) == text
+
+    @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=texts, cuts=st.lists(st.integers(0, 200)), cap=caps)
+    def test_result_does_not_depend_on_chunking(self, text: str, cuts: list[int], cap: int) -> None:
+        """For any text, the visible text and the calls are the same however it is chunked."""
+        assert run(chunked(text, cuts), cap) == run([text], cap)
+
+    @settings(max_examples=200)
+    @given(text=st.text(max_size=300), cuts=st.lists(st.integers(0, 300)), cap=caps)
+    def test_any_unicode_input_never_raises(self, text: str, cuts: list[int], cap: int) -> None:
+        """Arbitrary text, arbitrarily chunked, never raises and loses nothing."""
+        assert rebuilt(run(chunked(text, cuts), cap)) == text

@@ -312,6 +312,25 @@ class Executable:
             trigger.trigger(self._probe, state, event)
         return self._probe.taken
 
+    def violation(self, state: IterationState, event: Event, move: str, dest: Phase) -> str | None:
+        """Why `step` moving by `move` to `dest` breaks the declaration, or None when it conforms.
+
+        The move must be declared from the state's phase, for the event's class and `dest`,
+        its guards must hold, and it must be the move the declaration selects.
+        """
+        source, trigger = state.phase, type(event).__name__
+        seen = f"{source.value} -{move}-> {dest.value} on {trigger}"
+        declared = self.declaration.move(source, move)
+        if declared is None or (declared.trigger, declared.dest) != (trigger, dest):
+            return f"{seen} is not a declared move"
+        if not declared.holds(state, event):
+            return f"{seen}: its guards do not hold"
+        predicted = self.predict(state, event)
+        if predicted is not declared:
+            other = "no move" if predicted is None else f"move {predicted.label!r}"
+            return f"{seen}: the declaration selects {other} first"
+        return None
+
 
 def build_machine(declaration: Declaration = MACHINE) -> Executable:
     """The declaration as a running `transitions` machine (not on the hot path)."""

@@ -1,0 +1,121 @@
+"""Generated attempts for the conformance and invariant properties: small caps, every status.
+
+Weighted so that every declared move is common: most streams ask for a tool
+(valid, blank, padded or missing names; truncated now and then), tools succeed,
+fail, end the turn, restart (with or without a stash key) or pick a sticker,
+NovelAI is one provider in three, and the caps are one to four, so the ceiling,
+the error cap and the NovelAI threshold are hit often.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from tests.engine.builders import call, ended
+from tests.engine.drive import Run, drive
+from toolloop.engine.events import StopRequest
+from toolloop.states import (
+    ApiFamily,
+    ContextItem,
+    DeliberateMode,
+    LoopConfig,
+    ProviderDescriptor,
+    Sticker,
+    StreamResult,
+    StreamStatus,
+    ToolResult,
+    Trigger,
+    TurnSettings,
+)
+
+TOOLS = ["web_search", "update_short_term_memory", "select_sticker_for_response", "roll_dice"]
+texts = st.sampled_from(["", "  ", "Let me look.", "Sure!"])
+
+calls = st.builds(
+    lambda name, text, truncated: call(name, {"q": "x"}, text=text, truncated=truncated),
+    st.sampled_from([*TOOLS, *TOOLS, "  ", " web_search "]),
+    texts,
+    st.sampled_from([False, False, False, True]),
+)
+without_data = st.just(StreamResult(status=StreamStatus.FUNCTION_CALL, data=None))
+terminal = st.builds(
+    lambda status, text: ended(status, text),
+    st.sampled_from([s for s in StreamStatus if s is not StreamStatus.FUNCTION_CALL]),
+    texts,
+)
+#: Ten calls for two terminal streams and one call without data (one_of would not weigh).
+kinds = {"call": calls, "terminal": terminal, "without_data": without_data}
+stream = st.sampled_from(["call"] * 10 + ["terminal", "terminal", "without_data"]).flatmap(
+    kinds.__getitem__
+)
+streams = st.lists(stream, min_size=1, max_size=10)
+
+tool_data = st.sampled_from(
+    [
+        None,
+        {"hits": 3},
+        {"type": "context_restart_youtube", "enhanced_context_item": {"text": "t"}},
+        {"type": "context_restart_message_metadata", "pending_context_key": "k"},
+        {"status": "sticker_selected_successfully", "sticker_id": "s1"},
+    ]
+)
+tool_results = st.lists(
+    st.builds(
+        lambda success, data, end_turn: ToolResult(
+            success=success, data=data, error=None if success else "failed", end_turn=end_turn
+        ),
+        st.booleans(),
+        tool_data,
+        st.sampled_from([False, False, False, True]),
+    ),
+    min_size=1,
+    max_size=10,
+)
+stops = st.lists(
+    st.sampled_from([StopRequest.NONE] * 8 + [StopRequest.STOP, StopRequest.FOLLOW_UP]),
+    min_size=1,
+    max_size=20,
+)
+turns = st.builds(
+    lambda family, surface, impersonation, deliberate: TurnSettings(
+        provider=ProviderDescriptor(name=family.value, api_family=family),
+        surface_user_errors=surface,
+        user_impersonation=impersonation,
+        deliberate_mode=deliberate,
+        guild_stickers=(Sticker(id="s1", name="gong"),),
+    ),
+    st.sampled_from([ApiFamily.NOVELAI, ApiFamily.CUSTOM, ApiFamily.OPENAI]),
+    st.booleans(),
+    st.sampled_from([False, False, True]),
+    st.sampled_from(
+        [
+            DeliberateMode(),
+            DeliberateMode(active=True, allowed=("web_search", "roll_dice")),
+            DeliberateMode(active=True, triggers={"web_search": Trigger(trigger="t", source="s")}),
+        ]
+    ),
+)
+small_configs = st.builds(
+    lambda iterations, errors, nai: LoopConfig(
+        max_function_call_iterations=iterations,
+        max_consecutive_tool_errors=errors,
+        nai_tool_failure_retry_threshold=nai,
+    ),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.integers(1, 2),
+)
+stashes = st.sampled_from([(), (("k", ContextItem(kind="enrichment", content="stashed")),)])
+
+attempts: st.SearchStrategy[Run] = st.builds(
+    lambda s, t, p, u, c, f, k: drive(
+        s, t, stops=p, turn=u, config=c, requires_follow_up=f, stash=dict(k)
+    ),
+    streams,
+    tool_results,
+    stops,
+    turns,
+    small_configs,
+    st.booleans(),
+    stashes,
+)

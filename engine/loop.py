@@ -5,13 +5,11 @@ that maps (phase, event type) to a handler lives in `toolloop.engine.step`.
 Handlers write into a `Draft` and build the next state once per event.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import attrs
 
-from toolloop.engine import restart, tool_call
+from toolloop.engine import guards, restart, tool_call
 from toolloop.engine.draft import Draft
 from toolloop.engine.effects import (
     ClearStopRequest,
@@ -162,7 +160,7 @@ def stream_ended(state: IterationState, event: StreamEnded) -> Step:
             draft.final_text = stream.accumulated_text
         draft.details_text = merge_details(state.details_text, stream.details_content)
     if stream.status is StreamStatus.FUNCTION_CALL:
-        return _function_call(draft, stream, event.stop)
+        return _function_call(draft, state, event)
     return _BY_STATUS[stream.status](draft, stream)
 
 
@@ -211,22 +209,23 @@ _BY_STATUS = {
 # -- stage 02 ------------------------------------------------------------------------------
 
 
-def _function_call(draft: Draft, stream: StreamResult, stop: StopRequest) -> Step:
+def _function_call(draft: Draft, state: IterationState, event: StreamEnded) -> Step:
     """Validate the call, honour a genuine stop, then refuse or dispatch it."""
     effects: list[Effect] = [MarkToolChainActive()]
+    stream = event.result
     name = tool_call.valid_name(stream)
     if name is None:
         fields = {"iteration": draft.iteration, "data": repr(stream.data)}
         effects.append(Log(level=Level.ERROR, message="Malformed function call", fields=fields))
         return finish(draft, TurnStatus.ERROR, effects, move="call_malformed")
-    if stop is StopRequest.STOP:
+    if guards.stop_requested(state, event):
         return finish(draft, TurnStatus.STOPPED_BY_USER, effects, move="stopped_before_tool")
-    if stop is StopRequest.FOLLOW_UP:
+    if event.stop is StopRequest.FOLLOW_UP:
         effects.append(ClearStopRequest())
     call = _call(stream)
-    if call.arguments_truncated:
+    if guards.arguments_truncated(state, event):
         return _refuse_truncated(draft, stream, call, name, effects)
-    if tool_call.is_blocked(draft.turn, name):
+    if guards.tool_blocked(state, event):
         return _refuse_blocked(draft, stream, call, name, effects)
     context = tool_call.tool_context(draft.turn, draft.iteration, draft.short_term_memory_updated)
     effects.append(DispatchTool(call=tool_call.renamed(call, name), context=context))
@@ -238,7 +237,7 @@ def _function_call(draft: Draft, stream: StreamResult, stop: StopRequest) -> Ste
 def tool_settled(state: IterationState, event: ToolSettled) -> Step:
     """A stop during the tool aborts (its result is never fed back); else use the result."""
     draft = Draft(state)
-    if event.stop is StopRequest.STOP:
+    if guards.stop_requested(state, event):
         return finish(draft, TurnStatus.STOPPED_BY_USER, [], move="stopped_during_tool")
     effects: list[Effect] = [ClearStopRequest()] if event.stop is StopRequest.FOLLOW_UP else []
     pending, result, turn = _pending(state), event.result, state.turn

@@ -5,8 +5,6 @@ decimal integer, or is below its minimum, takes the default and is reported
 once as a `ConfigWarning` naming the variable, the bad value and the value used.
 """
 
-from __future__ import annotations
-
 import os
 import re
 from collections.abc import Mapping

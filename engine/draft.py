@@ -6,8 +6,6 @@ event. A `Draft` reads unchanged fields from the current state, keeps the
 changes in a dict, and `commit` builds the next state exactly once.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from toolloop.states import IterationState

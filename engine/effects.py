@@ -6,8 +6,6 @@ send is logged, never an event). The last effect is either *awaited* (its answer
 is the next event: see `AWAITED`) or *final* (`Finish`, `RaiseError`).
 """
 
-from __future__ import annotations
-
 import enum
 from typing import Any
 

@@ -7,8 +7,6 @@ channel's stop request when the stream ends and when the tool settles, so a
 tool iteration costs two events, not four.
 """
 
-from __future__ import annotations
-
 import enum
 
 import attrs

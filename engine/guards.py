@@ -14,8 +14,6 @@ stage 02 refused when the stream ended (`StreamEnded`) and a tool that settled
 (`ToolSettled`).
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 
 from toolloop.engine import restart, tool_call

@@ -3,8 +3,6 @@
 These predicates are the guards the declared machine in `toolloop.specs` names.
 """
 
-from __future__ import annotations
-
 from toolloop.states import SUPPRESS_FOLLOW_UP_AFTER_PRE_TOOL_TEXT, ApiFamily, ProviderDescriptor
 
 SHORT_TERM_MEMORY_TOOL = "update_short_term_memory"

@@ -1,7 +1,5 @@
 """Stage 03: the enhanced-context restart (SPEC 6a), as pure context changes."""
 
-from __future__ import annotations
-
 from typing import Any
 
 import attrs

@@ -1,7 +1,5 @@
 """Stage 04: build result. Pure assembly of the attempt's result from its state."""
 
-from __future__ import annotations
-
 from toolloop.states import (
     GenerationTurnResult,
     IterationState,

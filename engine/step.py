@@ -18,8 +18,6 @@ effects (it is to the interpreter what XState's `transition()` is to a service).
 The declared machine in `toolloop.specs.machine` lists the same moves as data.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any
 

@@ -4,8 +4,6 @@ Everything here is a pure function of the call, the turn and the tool's result;
 the coordinator in `toolloop.engine.loop` decides when each applies.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import attrs

@@ -13,8 +13,6 @@ the move taken and the phases on both sides:
 moves must come out, or it says where they differ.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Iterable, Iterator
 from typing import Any

@@ -55,8 +55,6 @@ Choices where SPEC 10 is silent
   "string"`` (or a list of types containing it).
 """
 
-from __future__ import annotations
-
 import enum
 import json
 import re

@@ -28,6 +28,33 @@ def test_defaults_match_the_spec_table() -> None:
     )
 
 
+def test_bool_is_not_an_integer() -> None:
+    """A mapping's `True` is not the integer 1."""
+    loaded = load_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": True})
+    assert loaded.config.max_consecutive_tool_errors == 5
+    assert [w.value for w in loaded.warnings] == ["True"]
+
+
+def test_integer_values_below_the_minimum_fall_back() -> None:
+    """An int from a mapping obeys the minimum too; the minimum itself passes."""
+    assert (
+        load_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": 0}).config.max_consecutive_tool_errors == 5
+    )
+    assert (
+        load_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": 1}).config.max_consecutive_tool_errors == 1
+    )
+
+
+def test_negative_values_are_integers() -> None:
+    """A sign is allowed: -0 meets a minimum of 0."""
+    assert (
+        load_config(
+            {"STREAM_ABANDONED_SETTLE_TIMEOUT_MS": "-0"}
+        ).config.stream_abandoned_settle_timeout_ms
+        == 0
+    )
+
+
 @pytest.mark.parametrize("raw", [" 7 ", "+7", "7", 7, "\t7\n"])
 def test_integers_with_whitespace_and_sign_are_read(raw: object) -> None:
     """Optional whitespace and sign around decimal digits is an integer."""
@@ -55,13 +82,31 @@ def test_blank_values_use_the_default_silently(raw: str) -> None:
     assert loaded.warnings == ()
 
 
-@pytest.mark.parametrize(("variable", "minimum"), [(v, m) for v, (_, m) in VARIABLES.items()])
-def test_values_below_the_minimum_fall_back(variable: str, minimum: int) -> None:
+SPEC_TABLE = [
+    ("BOT_MAX_FUNCTION_CALL_ITERATIONS", "max_function_call_iterations", 1),
+    ("BOT_MAX_CONSECUTIVE_TOOL_ERRORS", "max_consecutive_tool_errors", 1),
+    ("NAI_TOOL_FAILURE_RETRY_THRESHOLD", "nai_tool_failure_retry_threshold", 1),
+    ("STREAM_SDK_CALL_TIMEOUT_MS", "stream_sdk_call_timeout_ms", 10_000),
+    ("STREAM_ABANDONED_SETTLE_TIMEOUT_MS", "stream_abandoned_settle_timeout_ms", 0),
+    ("TOOL_EXECUTION_TIMEOUT_MS", "tool_execution_timeout_ms", 10_000),
+    ("VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS", "verbatim_tool_call_max_buffer_chars", 1),
+]
+
+
+def test_variables_are_the_spec_table_in_order() -> None:
+    """The variables, their fields and minimums are SPEC's, in SPEC's order."""
+    assert [(v, f, m) for v, (f, m) in VARIABLES.items()] == SPEC_TABLE
+
+
+@pytest.mark.parametrize(("variable", "field", "minimum"), SPEC_TABLE)
+def test_values_below_the_minimum_fall_back(variable: str, field: str, minimum: int) -> None:
     """One below the minimum warns; the minimum itself is accepted."""
-    field = VARIABLES[variable][0]
     below = load_config({variable: str(minimum - 1)})
     assert getattr(below.config, field) == getattr(LoopConfig(), field)
-    assert [w.variable for w in below.warnings] == [variable]
+    default = getattr(LoopConfig(), field)
+    assert below.warnings == (
+        ConfigWarning(variable=variable, value=str(minimum - 1), used=default),
+    )
     assert getattr(load_config({variable: str(minimum)}).config, field) == minimum
 
 

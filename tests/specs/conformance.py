@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from tests.engine.drive import Run
 from toolloop.engine.events import Event
+from toolloop.engine.trace import Trace, TraceStep
 from toolloop.specs.machine import MACHINE, build_machine
 from toolloop.states import IterationState, Phase
 
@@ -34,3 +36,13 @@ def never_taken(taken: Iterable[tuple[Phase, str]]) -> list[str]:
     """The declared moves not in `taken`, named `label from source`."""
     seen = set(taken)
     return [m.where for m in MACHINE.moves if (m.source, m.label) not in seen]
+
+
+def trace_of(run: Run) -> Trace:
+    """The trace a recorder would have written for a driven run."""
+    pairs = zip(run.steps, run.moves, run.states[:-1], run.states[1:], strict=True)
+    steps = tuple(
+        TraceStep(event=event, effects=effects, move=move, source=before.phase, dest=after.phase)
+        for (event, effects), move, before, after in pairs
+    )
+    return Trace(config=run.final.config, turn=run.final.turn, steps=steps)

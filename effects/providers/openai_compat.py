@@ -1,0 +1,744 @@
+"""The OpenAI-compatible provider: one streamed chat completion per call, over httpx.
+
+It works against anything that speaks `POST {base_url}/chat/completions` with
+`stream: true` and answers with server-sent events (`data: {chunk}` lines,
+`data: [DONE]` at the end): OpenAI, OpenRouter, NovelAI's OpenAI-compatible
+endpoint, llama.cpp's server, vLLM, Ollama. `docs/providers.md` is the guide.
+
+Theory of operation. `stream` builds the request body from the `StreamRequest`
+(`build_body`), opens the stream, and runs the hot loop (`_consume`): SSE lines
+are split from `aiter_bytes` by hand, each data payload goes through one
+`json.loads` and is folded into a `_Stream` accumulator, which returns the
+chunk's visible text for delivery. Nothing is built per chunk but what the
+chunk itself carries. When the body ends, the accumulator decides the result
+(`_Stream.result`). Every failure the caller can act on (HTTP status,
+transport errors, malformed chunks, a stream cut short) becomes a
+`StreamResult` with a `StreamError`; cancellation is not caught: leaving the
+`async with` closes the response, and with it the connection.
+
+The request body (see `build_body`):
+
+* a context item of kind `message` is a `user` message, or an `assistant`
+  message when its author is the turn's persona; a user message is prefixed
+  `"{author}: "`, and the reference lines of revealed metadata come first;
+* an item of kind `system` is a `system` message as is; any other kind
+  (enrichment) is a `system` message headed `[{kind}]`;
+* each tail directive is a `system` message after the context;
+* each history entry is an assistant message with `tool_calls` whose content is
+  the entry's pre-tool text ("" when none, never null), then the `tool`
+  message with the JSON result;
+* the text of the accumulated model parts is a final assistant message (prefill);
+* the tools are `tools: [{"type": "function", "function": {...}}]`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+import httpx
+
+from toolloop.effects.ports import StreamRequest, StreamSink
+from toolloop.states import (
+    ApiFamily,
+    ContextItem,
+    FunctionCall,
+    JsonObject,
+    ProviderDescriptor,
+    StreamError,
+    StreamResult,
+    StreamStatus,
+    ToolHistoryEntry,
+    ToolSpec,
+)
+
+log = logging.getLogger(__name__)
+
+#: Connect, write and pool limits; no read timeout: the loop's rolling inactivity
+#: timer (STREAM_SDK_CALL_TIMEOUT_MS) decides when a silent stream is dead.
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, read=None)
+#: Body keys the adapter owns; `extra_body` may not set them.
+RESERVED_BODY_KEYS = frozenset({"messages", "stream", "tools"})
+#: Body keys that servers reject when no tools are sent.
+TOOL_ONLY_BODY_KEYS = ("tool_choice", "parallel_tool_calls")
+#: An SSE line longer than this is refused rather than buffered without end.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: How much of an offending payload or error body a message quotes.
+EXCERPT_CHARS = 300
+#: HTTP statuses after which another attempt (or provider) may well succeed.
+RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})
+#: Delta keys folded explicitly; the others are opaque passthrough.
+KNOWN_DELTA_KEYS = frozenset({"role", "content", "tool_calls", "reasoning", "reasoning_content"})
+#: Fragment keys of a tool call folded explicitly; the others are opaque passthrough.
+KNOWN_FRAGMENT_KEYS = frozenset({"index", "id", "type", "function"})
+
+
+class OpenAICompatProvider:
+    """A `Provider` for OpenAI-compatible chat-completions endpoints.
+
+    The API key is given as a value (`api_key`) or read once from the
+    environment variable named by `api_key_env`; it is sent as a bearer token
+    and never appears in a repr, a log line or an error message. Pass `client`
+    to share a connection pool; otherwise the provider owns its client and
+    closes it in `aclose()` (or as an async context manager).
+    """
+
+    __slots__ = (
+        "_api_key",
+        "_client",
+        "_descriptor",
+        "_extra_body",
+        "_headers",
+        "_max_buffer_chars",
+        "_owns_client",
+        "_timeout",
+        "_url",
+        "model",
+    )
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        api_family: ApiFamily = ApiFamily.CUSTOM,
+        name: str | None = None,
+        server: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        verbatim_tool_call_max_buffer_chars: int = 8_192,
+    ) -> None:
+        self.model = model
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._api_key = _resolve_key(api_key, api_key_env)
+        self._descriptor = ProviderDescriptor(
+            name=name or api_family.value, api_family=api_family, server=server
+        )
+        self._headers = _headers(self._api_key, headers or {})
+        self._extra_body = _checked_extra_body(extra_body or {})
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient()
+        self._timeout = timeout
+        self._max_buffer_chars = verbatim_tool_call_max_buffer_chars
+
+    def __repr__(self) -> str:
+        key = "set" if self._api_key else "none"
+        return (
+            f"OpenAICompatProvider(name={self._descriptor.name!r}, "
+            f"api_family={self._descriptor.api_family.value!r}, url={self._url!r}, "
+            f"model={self.model!r}, api_key={key}, headers={sorted(self._headers)!r})"
+        )
+
+    @property
+    def descriptor(self) -> ProviderDescriptor:
+        """Which provider this is; policies read its API family."""
+        return self._descriptor
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this provider made it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> OpenAICompatProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def stream(self, request: StreamRequest, sink: StreamSink) -> StreamResult:
+        """Run one streamed chat completion and report how it ended."""
+        body = build_body(request, self.model, self._extra_body)
+        state = _Stream(self._parser(request))
+        try:
+            async with self._client.stream(
+                "POST", self._url, json=body, headers=self._headers, timeout=self._timeout
+            ) as response:
+                refusal = await self._refusal(response)
+                if refusal is not None:
+                    return state.failed(self._redacted(refusal))
+                await _consume(response, state, sink)
+            await state.flush(sink)
+        except (httpx.TransportError, httpx.DecodingError) as exc:
+            return state.failed(self._redacted(_transport_error(exc, self._url)))
+        except _StreamBroken as exc:
+            return state.failed(self._redacted(exc.error))
+        return state.result()
+
+    def _parser(self, request: StreamRequest) -> Any:
+        """The verbatim parser for this attempt, or None when it does not qualify (SPEC 10)."""
+        if not (request.verbatim and request.tools):
+            return None
+        from toolloop.engine.verbatim import VerbatimToolCallParser
+
+        tools = {tool.name: tool.parameters for tool in request.tools}
+        return VerbatimToolCallParser(tools=tools, max_buffer_chars=self._max_buffer_chars)
+
+    async def _refusal(self, response: httpx.Response) -> StreamError | None:
+        """The error for a response that is not a stream: an HTTP error or a plain JSON body."""
+        status = response.status_code
+        content_type = response.headers.get("content-type", "")
+        if status < 400 and not content_type.startswith("application/json"):
+            return None
+        detail = _error_detail(await _read_excerpt(response))
+        if status >= 400:
+            retryable = status in RETRYABLE_STATUSES or status >= 500
+            message = f"HTTP {status} from {self._url}: {detail}"
+            return StreamError(type="http_status", message=message, retryable=retryable)
+        message = f"{self._url} answered with a JSON body instead of an event stream: {detail}"
+        return StreamError(type="not_a_stream", message=message, retryable=False)
+
+    def _redacted(self, error: StreamError) -> StreamError:
+        """The error with the API key masked, in case a server echoed it."""
+        if self._api_key and self._api_key in error.message:
+            return attrs.evolve(error, message=error.message.replace(self._api_key, "***"))
+        return error
+
+
+def _resolve_key(api_key: str | None, api_key_env: str | None) -> str | None:
+    """The API key from its value or its environment variable (never both)."""
+    if api_key is not None and api_key_env is not None:
+        raise ValueError("give api_key or api_key_env, not both")
+    if api_key_env is None:
+        return api_key
+    value = os.environ.get(api_key_env, "").strip()
+    if not value:
+        raise ValueError(f"environment variable {api_key_env} (the API key) is not set")
+    return value
+
+
+def _headers(api_key: str | None, extra: Mapping[str, str]) -> dict[str, str]:
+    """The request headers: event-stream accept, bearer token, then the extra headers."""
+    headers = {"Accept": "text/event-stream"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return {**headers, **extra}
+
+
+def _checked_extra_body(extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The extra body parameters, refusing the keys the adapter builds itself."""
+    clash = sorted(RESERVED_BODY_KEYS & extra.keys())
+    if clash:
+        raise ValueError(f"extra_body may not set {', '.join(clash)}: the adapter builds them")
+    return dict(extra)
+
+
+# -- the request body ------------------------------------------------------------------------
+
+
+def build_body(request: StreamRequest, model: str, extra_body: Mapping[str, Any]) -> JsonObject:
+    """The chat-completions request body of one stream (mapping in the module docstring)."""
+    once = request.once
+    messages = [
+        *(context_message(item, request.turn.persona.name) for item in once.context),
+        *({"role": "system", "content": text} for text in once.tail_directives),
+        *history_messages(once.function_history),
+        *prefill_messages(once.accumulated_model_parts),
+    ]
+    body: JsonObject = {"model": model, "messages": messages, "stream": True, **extra_body}
+    if request.tools:
+        body["tools"] = [tool_schema(tool) for tool in request.tools]
+    else:
+        for key in TOOL_ONLY_BODY_KEYS:
+            body.pop(key, None)
+    return body
+
+
+def context_message(item: ContextItem, persona_name: str) -> JsonObject:
+    """One context item as a chat message."""
+    text = _as_text(item.content)
+    if item.kind == "system":
+        return {"role": "system", "content": text}
+    if item.kind != "message":
+        return {"role": "system", "content": f"[{item.kind}]\n{text}"}
+    if item.author == persona_name:
+        return {"role": "assistant", "content": _with_references(item, text)}
+    spoken = f"{item.author}: {text}" if item.author else text
+    return {"role": "user", "content": _with_references(item, spoken)}
+
+
+def _with_references(item: ContextItem, text: str) -> str:
+    """The text under the reference lines of revealed metadata (SPEC 6a), if any."""
+    metadata = item.metadata or {}
+    lines = [str(line) for line in metadata.get("references", ())]
+    if metadata.get("reply_to") is not None:
+        lines.append(f"(in reply to {metadata['reply_to']})")
+    return "\n".join([*lines, text])
+
+
+def _as_text(content: Any) -> str:
+    """Content as message text: strings as they are, anything else as JSON."""
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def history_messages(history: tuple[ToolHistoryEntry, ...]) -> Iterator[JsonObject]:
+    """Each entry as its assistant tool-call turn (with the pre-tool text) and its tool reply."""
+    for number, entry in enumerate(history):
+        call = entry.function_call
+        call_id = call_id_of(call, number)
+        tool_call = {
+            **call.passthrough.get("tool_call", {}),
+            "id": call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.args or {})},
+        }
+        yield {
+            **call.passthrough.get("message", {}),
+            "role": "assistant",
+            "content": _parts_text(entry.pre_tool_call_text_parts or ()),
+            "tool_calls": [tool_call],
+        }
+        result = json.dumps(entry.response, ensure_ascii=False)
+        yield {"role": "tool", "tool_call_id": call_id, "content": result}
+
+
+def call_id_of(call: FunctionCall, number: int) -> str:
+    """The call's id from the provider, or `call_{number}` (its place in the history)."""
+    passed = call.passthrough.get("id")
+    return passed if isinstance(passed, str) and passed else f"call_{number}"
+
+
+def prefill_messages(parts: tuple[JsonObject, ...]) -> Iterator[JsonObject]:
+    """The text of the accumulated model parts as one assistant prefill, when there is any."""
+    text = _parts_text(parts)
+    if text:
+        yield {"role": "assistant", "content": text}
+
+
+def _parts_text(parts: tuple[JsonObject, ...]) -> str:
+    """The concatenated text of `{"type": "text", "text": ...}` parts; other parts are skipped."""
+    return "".join(str(part.get("text", "")) for part in parts if part.get("type") == "text")
+
+
+def tool_schema(tool: ToolSpec) -> JsonObject:
+    """A tool as the `tools` array wants it."""
+    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    return {"type": "function", "function": function}
+
+
+# -- the stream ------------------------------------------------------------------------------
+
+
+class _StreamBroken(Exception):
+    """The stream cannot go on; `error` says why (malformed, cut short, provider error)."""
+
+    def __init__(self, error: StreamError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+async def _consume(response: httpx.Response, state: _Stream, sink: StreamSink) -> None:
+    """Decode the SSE body and fold every event into `state` (the hot loop)."""
+    rest = b""  # Invariant: the bytes after the last newline seen.
+    data: bytes | None = None  # The data lines of the event being read, None between events.
+    async for block in response.aiter_bytes():
+        lines = (rest + block).split(b"\n") if rest else block.split(b"\n")
+        rest = lines.pop()
+        if len(rest) > MAX_LINE_BYTES:
+            raise _StreamBroken(state.malformed(f"an SSE line exceeds {MAX_LINE_BYTES} bytes"))
+        for line in lines:
+            if line.startswith(b"data:"):
+                # SSE joins the data lines of one event with newlines.
+                data = line[5:] if data is None else data + b"\n" + line[5:]
+            elif data is not None and (not line or line == b"\r"):
+                # A blank line dispatches the event; `True` means the model is done.
+                if await _event(data, state, sink):
+                    return
+                data = None
+            # Comments (`: keep-alive`), `event:`, `id:` and `retry:` lines are ignored.
+    if rest.startswith(b"data:"):
+        data = rest[5:] if data is None else data + b"\n" + rest[5:]
+    if data is not None:
+        await _event(data, state, sink)  # A last event without its blank line still counts.
+
+
+async def _event(data: bytes, state: _Stream, sink: StreamSink) -> bool:
+    """Fold one SSE event; deliver its visible text; True when the stream is over."""
+    payload = data.strip()
+    if payload == b"[DONE]":
+        state.done = True
+        return True
+    sink.progress()
+    text = state.fold(payload)
+    if not text:
+        return False
+    return await state.show(text, sink)
+
+
+@attrs.define(kw_only=True)
+class _CallParts:
+    """One native tool call being assembled from its `delta.tool_calls` fragments."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = attrs.field(factory=list)
+    extras: JsonObject = attrs.field(factory=dict)
+    """Opaque fragment fields (e.g. a thought signature), replayed with the call."""
+
+    def add(self, fragment: JsonObject, where: _Where) -> None:
+        """Fold one fragment; an id or name repeated in every fragment is kept once."""
+        call_id = fragment.get("id")
+        if call_id is not None and not self.id:
+            self.id = where.string(call_id, "id")
+        function = fragment.get("function")
+        if function is not None:
+            self._add_function(where.object(function, "function"), where)
+        if not fragment.keys() <= KNOWN_FRAGMENT_KEYS:
+            _fold_extras(self.extras, fragment, KNOWN_FRAGMENT_KEYS)
+
+    def _add_function(self, function: JsonObject, where: _Where) -> None:
+        name = function.get("name")
+        if name and name != self.name:  # llama-cpp-python repeats the whole name
+            self.name += where.string(name, "function.name")
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments)
+        if arguments:
+            self.arguments.append(where.string(arguments, "function.arguments"))
+
+    def call(self, message_extras: JsonObject, cut_short: bool) -> FunctionCall | StreamError:
+        """The finished call; `cut_short` when the stream ended on `length`."""
+        passthrough: JsonObject = {"id": self.id} if self.id else {}
+        if self.extras:
+            passthrough["tool_call"] = self.extras
+        if message_extras:
+            passthrough["message"] = message_extras
+        text = "".join(self.arguments)
+        if not text.strip():
+            return FunctionCall(
+                name=self.name,
+                args={} if cut_short else None,
+                passthrough=passthrough,
+                arguments_truncated=cut_short,
+            )
+        try:
+            args = json.loads(text)
+        except ValueError:
+            return FunctionCall(
+                name=self.name,
+                args=complete_pairs(text),
+                passthrough=passthrough,
+                arguments_truncated=True,
+            )
+        if not isinstance(args, dict):
+            message = f"tool call {self.name!r}: arguments must be a JSON object, got {text[:80]!r}"
+            return StreamError(type="malformed_tool_call", message=message, retryable=True)
+        return FunctionCall(name=self.name, args=args, passthrough=passthrough)
+
+
+def _fold_extras(into: JsonObject, source: JsonObject, known: frozenset[str]) -> None:
+    """Accumulate opaque fields: lists extend, strings concatenate, other values replace."""
+    for key, value in source.items():
+        if value is None or key in known:
+            continue
+        held = into.get(key)
+        if isinstance(value, list) and isinstance(held, list):
+            held.extend(value)
+        elif isinstance(value, str) and isinstance(held, str):
+            into[key] = held + value
+        else:
+            into[key] = list(value) if isinstance(value, list) else value
+
+
+@attrs.define
+class _Where:
+    """Type checks that name the chunk and the field a malformed value came in."""
+
+    chunk: int
+    prefix: str
+
+    def string(self, value: Any, field: str) -> str:
+        if type(value) is not str:
+            raise self.broken(field, "a string", value)
+        return value
+
+    def object(self, value: Any, field: str) -> JsonObject:
+        if type(value) is not dict:
+            raise self.broken(field, "an object", value)
+        return value
+
+    def broken(self, field: str, expected: str, value: Any) -> _StreamBroken:
+        message = (
+            f"malformed chunk {self.chunk}: `{self.prefix}{field}` must be {expected}, "
+            f"got {type(value).__name__} {_excerpt(repr(value))}"
+        )
+        return _StreamBroken(StreamError(type="malformed_chunk", message=message, retryable=True))
+
+
+class _Stream:
+    """What one stream has delivered so far; folds chunks, then decides the result."""
+
+    __slots__ = (
+        "calls",
+        "chunks",
+        "done",
+        "extras",
+        "finish_reason",
+        "parser",
+        "reasoning",
+        "text",
+        "verbatim_call",
+    )
+
+    def __init__(self, parser: Any) -> None:
+        self.parser = parser
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, _CallParts] = {}
+        self.extras: JsonObject = {}  # Opaque message fields, e.g. OpenRouter's reasoning_details.
+        self.finish_reason: str | None = None
+        self.chunks = 0
+        self.done = False  # `data: [DONE]` arrived.
+        self.verbatim_call: FunctionCall | None = None
+
+    def fold(self, payload: bytes) -> str | None:
+        """Fold one chunk; return its content text (hot path: plain content deltas)."""
+        self.chunks += 1
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            raise _StreamBroken(self.malformed(f"data is not JSON: {_excerpt(payload)}")) from None
+        if type(chunk) is not dict:
+            raise _Where(self.chunks, "").broken("chunk", "an object", chunk)
+        if "error" in chunk:
+            raise _StreamBroken(self._provider_error(chunk["error"]))
+        choices = chunk.get("choices")
+        if type(choices) is not list:
+            raise _Where(self.chunks, "").broken("choices", "a list", choices)
+        if not choices:
+            return None  # A usage chunk.
+        choice = choices[0]
+        if type(choice) is not dict:
+            raise _Where(self.chunks, "").broken("choices[0]", "an object", choice)
+        finish = choice.get("finish_reason")
+        if finish is not None:
+            self.finish_reason = _Where(self.chunks, "choices[0].").string(finish, "finish_reason")
+        delta = choice.get("delta")
+        if delta is None:
+            return None
+        if type(delta) is not dict:
+            raise _Where(self.chunks, "choices[0].").broken("delta", "an object", delta)
+        content = delta.get("content")
+        if len(delta) > 1 or content is None:
+            self._fold_rest(delta)
+        if content is None or type(content) is str:
+            return content
+        raise _Where(self.chunks, "choices[0].delta.").broken("content", "a string", content)
+
+    def _fold_rest(self, delta: JsonObject) -> None:
+        """The rarer parts of a delta: tool-call fragments, reasoning, opaque fields."""
+        where = _Where(self.chunks, "choices[0].delta.")
+        fragments = delta.get("tool_calls")
+        if fragments is not None:
+            if type(fragments) is not list:
+                raise where.broken("tool_calls", "a list", fragments)
+            for position, fragment in enumerate(fragments):
+                self._fold_fragment(fragment, position)
+        for key in ("reasoning_content", "reasoning"):
+            if delta.get(key) is not None:
+                self.reasoning.append(where.string(delta[key], key))
+        _fold_extras(self.extras, delta, KNOWN_DELTA_KEYS)
+
+    def _fold_fragment(self, fragment: Any, position: int) -> None:
+        _Where(self.chunks, "choices[0].delta.").object(fragment, f"tool_calls[{position}]")
+        where = _Where(self.chunks, f"choices[0].delta.tool_calls[{position}].")
+        index = fragment.get("index", position)
+        if type(index) is not int:
+            raise where.broken("index", "an integer", index)
+        self.calls.setdefault(index, _CallParts()).add(fragment, where)
+
+    async def show(self, text: str, sink: StreamSink) -> bool:
+        """Deliver visible text (through the verbatim parser when it runs); True on a call."""
+        if self.parser is None:
+            self.text.append(text)
+            await sink.deliver(text)
+            return False
+        fed = self.parser.feed(text)
+        await self._deliver(fed.visible_text, sink)
+        if fed.function_call is None:
+            return False
+        self.verbatim_call = _recovered(fed.function_call)
+        self.done = True  # The model is done talking: the stream is closed now.
+        return True
+
+    async def flush(self, sink: StreamSink) -> None:
+        """Release the text the verbatim parser still holds, and a call it completes."""
+        if self.parser is None or self.verbatim_call is not None:
+            return
+        flushed = self.parser.flush()
+        await self._deliver(flushed.pending_text, sink)
+        if flushed.function_call is not None:
+            self.verbatim_call = _recovered(flushed.function_call)
+
+    async def _deliver(self, text: str, sink: StreamSink) -> None:
+        if text:
+            self.text.append(text)
+            await sink.deliver(text)
+
+    def result(self) -> StreamResult:
+        """How the stream ended, from what it delivered and its finish reason."""
+        finish = self.finish_reason
+        if not self.done and finish is None:
+            return self.failed(self.cut_short())
+        if self.verbatim_call is not None:
+            return self._ended(StreamStatus.FUNCTION_CALL, self.verbatim_call)
+        if finish == "content_filter":
+            message = "the content filter stopped the reply (finish_reason content_filter)"
+            return self.failed(StreamError(type="content_filter", message=message))
+        if self.calls:
+            return self._called(cut_short=finish == "length")
+        if finish in ("tool_calls", "function_call"):
+            message = f"finish_reason {finish} after {self.chunks} chunks, but no tool call arrived"
+            return self.failed(StreamError(type="missing_tool_call", message=message))
+        if self.text:
+            return self._ended(StreamStatus.COMPLETED, None)
+        return self._ended(StreamStatus.EMPTY_RESPONSE, None)
+
+    def _called(self, cut_short: bool) -> StreamResult:
+        """The first native call (lowest index) as the result; later parallel calls are dropped."""
+        first = min(self.calls)
+        if len(self.calls) > 1:
+            log.warning("dropped %d parallel tool calls after the first", len(self.calls) - 1)
+        call = self.calls[first].call(self.extras, cut_short)
+        if isinstance(call, StreamError):
+            return self.failed(call)
+        return self._ended(StreamStatus.FUNCTION_CALL, call)
+
+    def _ended(self, status: StreamStatus, call: FunctionCall | None) -> StreamResult:
+        thought = {"text": "".join(self.reasoning)} if self.reasoning else None
+        return StreamResult(
+            status=status, accumulated_text="".join(self.text), data=call, thought_log=thought
+        )
+
+    def failed(self, error: StreamError) -> StreamResult:
+        """An `error` result that keeps the text already delivered."""
+        return StreamResult(
+            status=StreamStatus.ERROR, accumulated_text="".join(self.text), data=error
+        )
+
+    def cut_short(self) -> StreamError:
+        message = f"the stream closed after {self.chunks} chunks without [DONE] or a finish reason"
+        return StreamError(type="incomplete_stream", message=message, retryable=True)
+
+    def malformed(self, what: str) -> StreamError:
+        message = f"malformed chunk {self.chunks}: {what}"
+        return StreamError(type="malformed_chunk", message=message, retryable=True)
+
+    def _provider_error(self, error: Any) -> StreamError:
+        """An error the provider reported inside the stream (OpenRouter, vLLM do)."""
+        detail = error.get("message", error) if isinstance(error, dict) else error
+        code = error.get("code") if isinstance(error, dict) else None
+        retryable = not (isinstance(code, int) and 400 <= code < 500 and code != 429)
+        message = f"chunk {self.chunks}: the provider reported an error: {_excerpt(str(detail))}"
+        return StreamError(type="provider_error", message=message, retryable=retryable)
+
+
+def _recovered(call: Any) -> FunctionCall:
+    """A call the verbatim parser recovered from text, as the loop's FunctionCall."""
+    return FunctionCall(name=call.name, args=call.args)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+#: Transport failures, most specific first: (class, what happened).
+_TRANSPORT_ERRORS: tuple[tuple[type[Exception], str], ...] = (
+    (httpx.ConnectTimeout, "connecting timed out"),
+    (httpx.ConnectError, "could not connect"),
+    (httpx.TimeoutException, "timed out"),
+    (httpx.RemoteProtocolError, "the connection broke mid-stream"),
+    (httpx.ReadError, "reading the stream failed"),
+    (httpx.WriteError, "sending the request failed"),
+    (httpx.UnsupportedProtocol, "the URL's scheme is not supported"),
+    (httpx.DecodingError, "the body could not be decoded"),
+)
+_NOT_RETRYABLE = (httpx.UnsupportedProtocol, httpx.LocalProtocolError)
+
+
+def _transport_error(exc: Exception, url: str) -> StreamError:
+    """An httpx transport failure as a StreamError naming what broke and where."""
+    what = next((text for cls, text in _TRANSPORT_ERRORS if isinstance(exc, cls)), "failed")
+    message = f"POST {url}: {what}: {exc or type(exc).__name__}"
+    return StreamError(
+        type=type(exc).__name__, message=message, retryable=not isinstance(exc, _NOT_RETRYABLE)
+    )
+
+
+async def _read_excerpt(response: httpx.Response) -> str:
+    """The beginning of a response body, enough to quote it in an error."""
+    collected = b""
+    async for block in response.aiter_bytes():
+        collected += block
+        if len(collected) >= 4 * EXCERPT_CHARS:
+            break
+    return collected.decode("utf-8", "replace")
+
+
+def _error_detail(body: str) -> str:
+    """The `error.message` of an OpenAI-style error body, else an excerpt of the body."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return _excerpt(body) or "(empty body)"
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return _excerpt(error["message"])
+    return _excerpt(body)
+
+
+def _excerpt(text: str | bytes) -> str:
+    """`text` cut to EXCERPT_CHARS characters, bytes decoded leniently."""
+    if isinstance(text, bytes):
+        text = repr(text[:EXCERPT_CHARS])
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
+
+
+# -- truncated arguments ---------------------------------------------------------------------
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = " \t\n\r"
+
+
+def complete_pairs(prefix: str) -> JsonObject:
+    """The top-level key/value pairs that arrived whole in a prefix of a JSON object.
+
+    A string, object, array or literal is whole once it is closed; a number only
+    once something follows it (`12` may be the start of `123`). Anything that is
+    not an object prefix yields `{}`. Linear in the prefix: each value is
+    decoded once.
+    """
+    found: JsonObject = {}
+    pos = _skip(prefix, 0)
+    if not prefix.startswith("{", pos):
+        return found
+    pos += 1
+    while True:
+        try:
+            key, pos = _DECODER.raw_decode(prefix, _skip(prefix, pos))
+            pos = _skip(prefix, pos)
+            if not isinstance(key, str) or not prefix.startswith(":", pos):
+                return found
+            value, end = _DECODER.raw_decode(prefix, _skip(prefix, pos + 1))
+        except ValueError:
+            return found
+        if end == len(prefix) and isinstance(value, int | float) and not isinstance(value, bool):
+            return found
+        found[key] = value
+        pos = _skip(prefix, end)
+        if not prefix.startswith(",", pos):
+            return found
+        pos += 1
+
+
+def _skip(text: str, pos: int) -> int:
+    """The first position at or after `pos` that is not JSON whitespace."""
+    while pos < len(text) and text[pos] in _WHITESPACE:
+        pos += 1
+    return pos

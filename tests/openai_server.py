@@ -1,0 +1,334 @@
+"""A loopback HTTP server that speaks the chat-completions streaming protocol.
+
+Tests start it on 127.0.0.1 (a free port) and script it with a list of `Reply`
+objects, one consumed per request. It is a real server: stdlib
+`ThreadingHTTPServer` in a background thread, HTTP/1.1 with chunked bodies, so
+it serves trio and asyncio clients alike, a mid-stream disconnect is a broken
+chunked body, and a clean end without `[DONE]` is a clean end.
+
+    with OpenAIServer() as server:
+        server.script(text_reply("Hel", "lo"), tool_call_reply("get_weather", {"city": "Paris"}))
+        ... point a client at server.base_url ...
+        assert server.requests[0].body["model"] == "m"
+
+Every request body is recorded (`server.requests`), with an event set when
+the client left before the reply was over (`RecordedRequest.client_left`).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import select
+import socket
+import threading
+from collections.abc import Iterable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, NoReturn
+
+import attrs
+
+#: Frames written back to back are joined into HTTP chunks of about this size.
+BATCH_BYTES = 64 * 1024
+#: How often a stalled reply looks for the client leaving or the server stopping.
+POLL_SECONDS = 0.02
+
+
+@attrs.frozen(kw_only=True)
+class Stall:
+    """A frame that stops sending and keeps the connection open until the client leaves."""
+
+
+@attrs.frozen(kw_only=True)
+class Disconnect:
+    """A frame that drops the connection in the middle of the chunked body."""
+
+
+Frame = dict[str, Any] | bytes | Stall | Disconnect
+"""A chunk object (sent as `data: {json}`), raw bytes (sent as is), or a control frame."""
+
+
+@attrs.frozen(kw_only=True)
+class Reply:
+    """One scripted answer to one request."""
+
+    frames: tuple[Frame, ...] = ()
+    """What the streaming body carries, in order."""
+    status: int = 200
+    error: dict[str, Any] | None = None
+    """For an HTTP error: the JSON body `{"error": ...}` sent instead of a stream."""
+    delay: float = 0.0
+    """Seconds to wait before each frame (a slow stream)."""
+    content_type: str = "text/event-stream"
+
+    def with_delay(self, seconds: float) -> Reply:
+        """The same reply, waiting `seconds` before each frame."""
+        return attrs.evolve(self, delay=seconds)
+
+    def stalled_after(self, count: int) -> Reply:
+        """The first `count` frames, then silence until the client leaves."""
+        return attrs.evolve(self, frames=(*self.frames[:count], Stall()))
+
+    def disconnected_after(self, count: int) -> Reply:
+        """The first `count` frames, then the connection drops mid-body."""
+        return attrs.evolve(self, frames=(*self.frames[:count], Disconnect()))
+
+    def without_done(self) -> Reply:
+        """The same stream ending cleanly but without `data: [DONE]`."""
+        return attrs.evolve(self, frames=tuple(f for f in self.frames if f != DONE))
+
+    def without_finish_reason(self) -> Reply:
+        """The same stream with every `finish_reason` set to null."""
+        return attrs.evolve(self, frames=tuple(_unfinished(f) for f in self.frames))
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    """One `chat.completion.chunk` object as OpenAI sends it."""
+    return {
+        "id": "chatcmpl-loopback",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": "loopback",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+    }
+
+
+def stream_reply(*deltas: dict[str, Any], finish_reason: str | None = "stop") -> Reply:
+    """A stream of the given deltas, a final chunk with `finish_reason`, then `[DONE]`."""
+    first = [chunk({"role": "assistant", "content": ""})]
+    body = [chunk(delta) for delta in deltas]
+    return Reply(frames=(*first, *body, chunk({}, finish_reason), DONE))
+
+
+def text_reply(*pieces: str, finish_reason: str | None = "stop") -> Reply:
+    """A text answer streamed as one content delta per piece."""
+    return stream_reply(*({"content": piece} for piece in pieces), finish_reason=finish_reason)
+
+
+def tool_call_reply(
+    name: str,
+    arguments: str | dict[str, Any],
+    *,
+    text: str = "",
+    fragments: int = 3,
+    call_id: str = "call_loopback_1",
+    repeat_id_and_name: bool = False,
+    extra: dict[str, Any] | None = None,
+    finish_reason: str | None = "tool_calls",
+) -> Reply:
+    """A native tool call whose arguments arrive in `fragments` pieces.
+
+    `repeat_id_and_name` sends the id and name in every fragment, as
+    llama-cpp-python does; `extra` is merged into the first fragment (e.g. a
+    thought signature); `text` is streamed as content before the call.
+    """
+    encoded = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    deltas = [{"content": text}] if text else []
+    for number, piece in enumerate(_split(encoded, fragments)):
+        call: dict[str, Any] = {"index": 0, "function": {"arguments": piece}}
+        if number == 0 or repeat_id_and_name:
+            call.update(id=call_id, type="function")
+            call["function"]["name"] = name
+        if number == 0 and extra:
+            call.update(extra)
+        deltas.append({"tool_calls": [call]})
+    return stream_reply(*deltas, finish_reason=finish_reason)
+
+
+def error_reply(status: int, message: str, kind: str = "invalid_request_error") -> Reply:
+    """An HTTP error with OpenAI's JSON error body."""
+    return Reply(status=status, error={"message": message, "type": kind, "code": status})
+
+
+def raw_reply(*frames: Frame) -> Reply:
+    """A stream of exactly these frames (chunk objects, raw bytes, control frames)."""
+    return Reply(frames=frames)
+
+
+def _split(text: str, parts: int) -> Iterator[str]:
+    """`text` in `parts` pieces of near-equal length (at least one piece)."""
+    size = max(1, -(-len(text) // max(1, parts)))
+    yield from (text[i : i + size] for i in range(0, len(text), size)) if text else ("",)
+
+
+def _unfinished(frame: Frame) -> Frame:
+    """A chunk frame with its finish reasons nulled; other frames unchanged."""
+    if not isinstance(frame, dict):
+        return frame
+    choices = [{**choice, "finish_reason": None} for choice in frame.get("choices", [])]
+    return {**frame, "choices": choices}
+
+
+def encode(frame: dict[str, Any] | bytes) -> bytes:
+    """The SSE bytes of one frame."""
+    return frame if isinstance(frame, bytes) else b"data: " + json.dumps(frame).encode() + b"\n\n"
+
+
+@attrs.define(kw_only=True)
+class RecordedRequest:
+    """What the server received, and whether the client left before the reply ended."""
+
+    path: str
+    headers: dict[str, str]
+    body: Any
+    """The parsed JSON body (None when it was not JSON)."""
+    client_left: threading.Event = attrs.field(factory=threading.Event)
+    finished: threading.Event = attrs.field(factory=threading.Event)
+    """Set when the server is done with this request, whichever way it ended."""
+
+
+class _ClientLeft(Exception):
+    """The client closed the connection while the reply was being written."""
+
+
+class _Stopping(Exception):
+    """The server stops; a stalled reply gives up its connection."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output quiet."""
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        record = RecordedRequest(path=self.path, headers=dict(self.headers.items()), body=body)
+        self.server.owner.requests.append(record)
+        try:
+            self._answer(self.server.owner.next_reply())
+        except (_ClientLeft, OSError):
+            record.client_left.set()
+            self.close_connection = True
+        except _Stopping:
+            self.close_connection = True
+        finally:
+            record.finished.set()
+
+    def _answer(self, reply: Reply) -> None:
+        if reply.error is not None:
+            payload = json.dumps({"error": reply.error}).encode()
+            self._head(reply.status, "application/json", length=len(payload))
+            self.wfile.write(payload)
+            return
+        self._head(reply.status, reply.content_type)
+        for batch in self._batches(reply):
+            if isinstance(batch, Disconnect):
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            self._write_chunk(batch)
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _batches(self, reply: Reply) -> Iterator[bytes | Disconnect]:
+        """The body as chunked writes: frames batched, delays and stalls honoured."""
+        pending, size = [], 0
+        for frame in reply.frames:
+            if reply.delay or isinstance(frame, Stall | Disconnect):
+                yield b"".join(pending)
+                pending, size = [], 0
+                self._wait(reply.delay)
+            if isinstance(frame, Stall):
+                self._stall()
+            if isinstance(frame, Disconnect):
+                yield frame
+                return
+            data = encode(frame)
+            pending.append(data)
+            size += len(data)
+            if size >= BATCH_BYTES:
+                yield b"".join(pending)
+                pending, size = [], 0
+        yield b"".join(pending)
+
+    def _wait(self, seconds: float) -> None:
+        """Wait `seconds`; raise `_ClientLeft` as soon as the client leaves."""
+        while seconds > 0 and not self.server.owner.stopping.is_set():
+            step = min(POLL_SECONDS, seconds)
+            readable, _, _ = select.select([self.connection], [], [], step)
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                raise _ClientLeft
+            seconds -= step
+
+    def _stall(self) -> NoReturn:
+        """Send nothing more, keeping the connection open until the client leaves."""
+        self._wait(float("inf"))
+        raise _Stopping
+
+    def _head(self, status: int, content_type: str, length: int | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        if length is None:
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Cache-Control", "no-cache")
+        else:
+            self.send_header("Content-Length", str(length))
+        self.end_headers()
+
+    def _write_chunk(self, data: bytes) -> None:
+        if not data:
+            return
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    owner: OpenAIServer
+
+
+class OpenAIServer:
+    """The loopback chat-completions server; a context manager that starts and stops it."""
+
+    def __init__(self, replies: Iterable[Reply] = ()) -> None:
+        self.requests: list[RecordedRequest] = []
+        self.stopping = threading.Event()
+        self._replies: collections.deque[Reply] = collections.deque(replies)
+        self._lock = threading.Lock()
+        self._http = _Server(("127.0.0.1", 0), _Handler)
+        self._http.owner = self
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The URL a client is configured with (`.../v1`)."""
+        host, port = self._http.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies, one per future request."""
+        with self._lock:
+            self._replies.extend(replies)
+
+    def next_reply(self) -> Reply:
+        """The next scripted reply; a 500 naming the problem when none is left."""
+        with self._lock:
+            if self._replies:
+                return self._replies.popleft()
+        return error_reply(500, "loopback server: no scripted reply left", "server_error")
+
+    def start(self) -> OpenAIServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; stalled replies notice and end."""
+        self.stopping.set()
+        self._http.shutdown()
+        self._http.server_close()
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

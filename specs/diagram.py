@@ -1,0 +1,173 @@
+"""Diagrams of the declared machine: Mermaid and DOT text, SVG and PNG through Graphviz.
+
+Everything is drawn from `toolloop.specs.machine.MACHINE`: one node per phase,
+one edge per declared move, labelled with the move's name, its event and its
+guards (`not g` for an unless guard). Given a trace, the same machine is drawn
+with the moves that one recorded attempt took highlighted and each labelled
+with how often it was taken.
+
+A trace is the JSON-lines file of `toolloop.engine.trace` (`toolloop simulate
+--trace FILE` writes it). The diagram needs only its `step` lines, but the
+file is read whole, so it must be a valid trace:
+
+    {"kind": "start", "config": {...}, "turn": {...}}            first line
+    {"kind": "event", "event": {"_type": "StreamEnded", ...}}     one per step
+    {"kind": "effect", "effect": {"_type": "StreamOnce", ...}}    zero or more
+    {"kind": "step", "move": "dispatched", "source": "streaming", "dest": "dispatching"}
+
+`move` is the label `step` reported (`Step.move`), `source` and `dest` are
+`Phase` values; a (source, move, dest) that is not declared is an error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+from toolloop.engine.trace import Trace, load_lines
+from toolloop.specs.machine import MACHINE, Declaration, Move
+from toolloop.states import Phase
+
+FORMATS = ("mermaid", "dot", "svg", "png")
+Counts = Mapping[tuple[Phase, str], int]
+TAKEN_COLOR, UNTAKEN_COLOR = "#c2410c", "#9ca3af"
+
+
+class GraphvizMissing(RuntimeError):
+    """SVG or PNG was asked for but Graphviz's `dot` is not on PATH."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__(
+            f"--format {fmt} needs Graphviz's `dot`, which is not on PATH: run `make install` "
+            "(it installs the apt package graphviz), or `apt-get install graphviz`, or use "
+            "--format mermaid|dot"
+        )
+
+
+class UndeclaredMove(ValueError):
+    """A trace took a move the declaration does not have."""
+
+
+def guards_text(move: Move) -> str:
+    """The move's guards, e.g. `[end_turn_requested and not restart_requested]`."""
+    names = [*move.conditions, *(f"not {name}" for name in move.unless)]
+    return f" [{' and '.join(names)}]" if names else ""
+
+
+def _count_suffix(move: Move, counts: Counts | None) -> str:
+    if counts is None:
+        return ""
+    return f" ×{counts.get((move.source, move.label), 0)}"
+
+
+def mermaid(declaration: Declaration = MACHINE, counts: Counts | None = None) -> str:
+    """`stateDiagram-v2` text; with `counts`, moves carry counts and visited phases a class."""
+    lines = ["stateDiagram-v2", f"    [*] --> {declaration.initial.value}"]
+    for move in declaration.moves:
+        label = f"{move.label}{_count_suffix(move, counts)} · {move.trigger}{guards_text(move)}"
+        lines.append(f"    {move.source.value} --> {move.dest.value}: {label}")
+    lines.append(f"    {declaration.final.value} --> [*]")
+    if counts is not None:
+        visited = sorted(_visited(declaration, counts), key=list(Phase).index)
+        lines.append("    classDef taken fill:#fed7aa,stroke:#c2410c,stroke-width:2px")
+        if visited:
+            lines.append(f"    class {','.join(p.value for p in visited)} taken")
+    return "\n".join(lines) + "\n"
+
+
+def _visited(declaration: Declaration, counts: Counts) -> set[Phase]:
+    taken = [m for m in declaration.moves if counts.get((m.source, m.label), 0)]
+    return {phase for move in taken for phase in (move.source, move.dest)}
+
+
+def dot(declaration: Declaration = MACHINE, counts: Counts | None = None) -> str:
+    """Graphviz DOT text; with `counts`, taken moves are drawn bold and the rest grey."""
+    visited = _visited(declaration, counts) if counts is not None else set()
+    lines = [
+        "digraph toolloop {",
+        '    graph [rankdir=LR, nodesep=0.5, ranksep=0.9, fontname="Helvetica"];',
+        '    node [shape=box, style="rounded,filled", fillcolor="#f3f4f6", fontname="Helvetica"];',
+        '    edge [fontname="Helvetica", fontsize=10];',
+        "    start [shape=point, width=0.15];",
+        f"    start -> {declaration.initial.value};",
+    ]
+    for phase in declaration.phases:
+        fill = ', fillcolor="#fed7aa"' if phase in visited else ""
+        lines.append(f'    {phase.value} [label="{phase.name}"{fill}];')
+    ports = _ports(declaration)
+    lines.extend(_dot_edge(move, counts, ports.get(move, "")) for move in declaration.moves)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _ports(declaration: Declaration) -> dict[Move, str]:
+    """Ports that keep the labels of self-loops clear of the other edges.
+
+    A phase's self-loops sit on its north and south-west sides; its other moves
+    leave east, and moves coming back to it from a later phase arrive south-east.
+    """
+    order = list(declaration.phases)
+    ports: dict[Move, str] = {}
+    for phase in declaration.phases:
+        loops = [m for m in declaration.moves_from(phase) if m.dest is phase]
+        if not loops:
+            continue
+        for move, side in zip(loops, itertools.cycle(("n", "sw")), strict=False):
+            ports[move] = f", tailport={side}, headport={side}"
+        for move in declaration.moves:
+            if move.source is phase and move.dest is not phase:
+                ports[move] = ", tailport=e"
+            elif move.dest is phase and order.index(move.source) > order.index(phase):
+                ports[move] = ", headport=se"
+    return ports
+
+
+def _dot_edge(move: Move, counts: Counts | None, ports: str) -> str:
+    title = f"<b>{move.label}{_count_suffix(move, counts)}</b>"
+    guards = [*move.conditions, *(f"not {name}" for name in move.unless)]
+    label = "<br/>".join([title, move.trigger, *guards])
+    style = ""
+    if counts is not None:
+        taken = counts.get((move.source, move.label), 0) > 0
+        color = TAKEN_COLOR if taken else UNTAKEN_COLOR
+        style = f', color="{color}", fontcolor="{color}", penwidth={2.5 if taken else 1}'
+    return f"    {move.source.value} -> {move.dest.value} [label=<{label}>{style}{ports}];"
+
+
+def render(dot_text: str, fmt: str) -> bytes:
+    """SVG or PNG of `dot_text`, through Graphviz's `dot`."""
+    if shutil.which("dot") is None:
+        raise GraphvizMissing(fmt)
+    done = subprocess.run(["dot", f"-T{fmt}"], input=dot_text.encode(), capture_output=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"dot -T{fmt} failed: {done.stderr.decode().strip()}")
+    return done.stdout
+
+
+def trace_counts(trace: Trace, declaration: Declaration = MACHINE) -> Counter[tuple[Phase, str]]:
+    """How often the trace took each declared move; an undeclared move raises, naming the step."""
+    counts: Counter[tuple[Phase, str]] = Counter()
+    for index, record in enumerate(trace.steps):
+        move = declaration.move(record.source, record.move)
+        if move is None or move.dest is not record.dest:
+            seen = f"{record.source.value} -{record.move}-> {record.dest.value}"
+            raise UndeclaredMove(f"step {index}: {seen} is not a declared move")
+        counts[(record.source, record.move)] += 1
+    return counts
+
+
+def diagram(fmt: str, trace_file: Path | None = None) -> bytes:
+    """`toolloop diagram`: the machine in `fmt`, highlighted by the trace file when given."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    counts = None
+    if trace_file is not None:
+        counts = trace_counts(load_lines(trace_file.read_text().splitlines()))
+    if fmt == "mermaid":
+        return mermaid(counts=counts).encode()
+    text = dot(counts=counts)
+    return text.encode() if fmt == "dot" else render(text, fmt)

@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+	command -v dot >/dev/null || (apt-get update -qq && apt-get install -y -qq graphviz) \
+		|| echo "warning: install Graphviz (dot) for toolloop diagram --format svg|png"
 	touch $@
 
 demo: install

@@ -21,6 +21,7 @@ import collections
 import json
 import select
 import socket
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -126,7 +127,7 @@ def tool_call_reply(
     thought signature); `text` is streamed as content before the call.
     """
     encoded = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    deltas = [{"content": text}] if text else []
+    deltas: list[dict[str, Any]] = [{"content": text}] if text else []
     for number, piece in enumerate(_split(encoded, fragments)):
         call: dict[str, Any] = {"index": 0, "function": {"arguments": piece}}
         if number == 0 or repeat_id_and_name:
@@ -231,7 +232,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _batches(self, reply: Reply) -> Iterator[bytes | Disconnect]:
         """The body as chunked writes: frames batched, delays and stalls honoured."""
-        pending, size = [], 0
+        pending: list[bytes] = []
+        size = 0
         for frame in reply.frames:
             if reply.delay or isinstance(frame, Stall | Disconnect):
                 yield b"".join(pending)
@@ -285,6 +287,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     owner: OpenAIServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that leaves between requests is normal here; anything else is printed."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class OpenAIServer:

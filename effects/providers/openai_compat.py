@@ -43,6 +43,7 @@ import attrs
 import httpx
 
 from toolloop.effects.ports import StreamRequest, StreamSink
+from toolloop.engine.verbatim import VerbatimCall, VerbatimToolCallParser
 from toolloop.states import (
     ApiFamily,
     ContextItem,
@@ -172,12 +173,10 @@ class OpenAICompatProvider:
             return state.failed(self._redacted(exc.error))
         return state.result()
 
-    def _parser(self, request: StreamRequest) -> Any:
+    def _parser(self, request: StreamRequest) -> VerbatimToolCallParser | None:
         """The verbatim parser for this attempt, or None when it does not qualify (SPEC 10)."""
         if not (request.verbatim and request.tools):
             return None
-        from toolloop.engine.verbatim import VerbatimToolCallParser
-
         tools = {tool.name: tool.parameters for tool in request.tools}
         return VerbatimToolCallParser(tools=tools, max_buffer_chars=self._max_buffer_chars)
 
@@ -489,7 +488,7 @@ class _Stream:
         "verbatim_call",
     )
 
-    def __init__(self, parser: Any) -> None:
+    def __init__(self, parser: VerbatimToolCallParser | None) -> None:
         self.parser = parser
         self.text: list[str] = []
         self.reasoning: list[str] = []
@@ -562,20 +561,26 @@ class _Stream:
             self.text.append(text)
             await sink.deliver(text)
             return False
+        # The parser hands out text or a call per feed: a call queued behind the text
+        # it just released comes out of the next feed, hence `feed("")` until it is dry.
         fed = self.parser.feed(text)
-        await self._deliver(fed.visible_text, sink)
-        if fed.function_call is None:
-            return False
+        while fed.function_call is None:
+            if not fed.visible_text:
+                return False
+            await self._deliver(fed.visible_text, sink)
+            fed = self.parser.feed("")
         self.verbatim_call = _recovered(fed.function_call)
         self.done = True  # The model is done talking: the stream is closed now.
         return True
 
     async def flush(self, sink: StreamSink) -> None:
-        """Release the text the verbatim parser still holds, and a call it completes."""
+        """Release the text the verbatim parser still holds, up to a call it completes."""
         if self.parser is None or self.verbatim_call is not None:
             return
         flushed = self.parser.flush()
-        await self._deliver(flushed.pending_text, sink)
+        while flushed.pending_text:
+            await self._deliver(flushed.pending_text, sink)
+            flushed = self.parser.flush()
         if flushed.function_call is not None:
             self.verbatim_call = _recovered(flushed.function_call)
 
@@ -642,7 +647,7 @@ class _Stream:
         return StreamError(type="provider_error", message=message, retryable=retryable)
 
 
-def _recovered(call: Any) -> FunctionCall:
+def _recovered(call: VerbatimCall) -> FunctionCall:
     """A call the verbatim parser recovered from text, as the loop's FunctionCall."""
     return FunctionCall(name=call.name, args=call.args)
 

@@ -1,0 +1,74 @@
+"""The demo's embedded model: a scripted chat-completions "model" that reads the conversation.
+
+It is not a language model, but it answers like one over the real protocol: it
+looks at the request (the user's question, the tool results already in the
+history) and streams the next move as server-sent-event chunks, word by word.
+First it narrates and calls `calculate`, then `get_time`, then it answers with
+what the tools really returned. `make demo` serves it on loopback, so the whole
+conversation crosses real HTTP with no API key.
+"""
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+MODEL = "toolloop-demo"
+PLAN = (
+    ("calculate", {"expression": "17 * 23 + 4"}, "Let me work out the sum first."),
+    ("get_time", {"timezone": "Asia/Tokyo"}, "Now the time in Tokyo."),
+)
+
+
+def chunks(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The chunk objects of the next reply to the conversation in `body`."""
+    results = _tool_results(body.get("messages", []))
+    if len(results) < len(PLAN):
+        name, args, narration = PLAN[len(results)]
+        yield from _text(narration)
+        yield _tool_call(f"call_{len(results)}", name, args)
+        yield _finish("tool_calls")
+        return
+    total, clock = results.get("calculate", {}), results.get("get_time", {})
+    answer = (
+        f"17 × 23 + 4 is {total.get('value', '?')}, and in Tokyo it is now "
+        f"{clock.get('time', '?')} ({clock.get('weekday', '?')})."
+    )
+    yield from _text(answer)
+    yield _finish("stop")
+
+
+def _tool_results(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tool results in the history, by tool name."""
+    names = {
+        call["id"]: call["function"]["name"]
+        for message in messages
+        for call in message.get("tool_calls") or ()
+    }
+    results: dict[str, Any] = {}
+    for message in messages:
+        if message.get("role") == "tool":
+            name = names.get(message.get("tool_call_id", ""), "")
+            results[name] = json.loads(message.get("content") or "null")
+    return results
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "demo", "object": "chat.completion.chunk", "model": MODEL, "choices": [choice]}
+
+
+def _text(text: str) -> Iterator[dict[str, Any]]:
+    words = text.split(" ")
+    for index, word in enumerate(words):
+        yield _chunk({"content": word + (" " if index < len(words) - 1 else "")})
+
+
+def _tool_call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    function = {"name": name, "arguments": json.dumps(args)}
+    return _chunk(
+        {"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": function}]}
+    )
+
+
+def _finish(reason: str) -> dict[str, Any]:
+    return _chunk({}, reason)

@@ -129,6 +129,15 @@ def _end_of(pattern: re.Pattern[str], s: str, i: int, end: int) -> int:
     return found.end() if found else i
 
 
+_ONE_CHAR_FEEDS: Final[dict[str, Feed]] = {}  # shared text-only results of one character
+_ONE_CHAR_FEEDS_MAX: Final = 4096
+_NOTHING: Final = Feed(visible_text="", function_call=None)
+_PLAIN: Final = _Mode.PLAIN  # module-level aliases: enum attribute lookups cost on the hot path
+_NAME: Final = _Mode.NAME
+_NAME_WS: Final = _Mode.NAME_WS
+_WORD_MODES: Final = frozenset({_NAME, _NAME_WS})
+
+
 def _refuse_constant(token: str) -> None:
     """Make ``json.loads`` refuse ``NaN`` and ``Infinity``, which are not JSON."""
     raise ValueError(f"{token} is not JSON")
@@ -190,7 +199,10 @@ class VerbatimToolCallParser:
         "_word",
     )
 
+    _mode: _Mode
     _held: list[str]
+    _held_len: int
+    _word: str
     _call: VerbatimCall | None
 
     def __init__(
@@ -235,9 +247,14 @@ class VerbatimToolCallParser:
         """Scan ``text`` and hand out the next result: visible text up to a call, or the call."""
         if self._ended:
             raise RuntimeError("feed() after flush(): the stream has already ended")
+        if not self._out and len(text) == 1 and (feed := self._one_char(text)) is not None:
+            return feed
+        self._tick_at = self._paren_at = -1
+        if not self._out and (visible := self._shortcut(text)) is not None:
+            return Feed(visible_text=visible, function_call=None)
         self._scan(text)
         visible, call = self._next()
-        return Feed(visible_text=visible, function_call=call)
+        return self._visible(visible) if call is None else Feed(visible_text="", function_call=call)
 
     def flush(self) -> Flush:
         """End the stream (release what is held) and hand out the next result; repeat to drain."""
@@ -249,6 +266,95 @@ class VerbatimToolCallParser:
                 self._release()
         pending, call = self._next()
         return Flush(pending_text=pending, function_call=call)
+
+    # -- the hot path: plain text, nothing held or queued ------------------------------------
+
+    # ``feed`` first tries these, which decide as ``_scan`` would for the states most chunks
+    # meet (nothing held, or a word held at the end of the last chunk), without its overhead.
+
+    def _one_char(self, c: str) -> Feed | None:
+        """The result of a one-character chunk in plain text or a word, else None."""
+        is_id = c.isalnum() or c in self._extra
+        if self._mode is _NAME:
+            if is_id:
+                if self._held_len >= self._cap:
+                    return None
+                if (word := self._word + c) in self._prefixes:
+                    self._word = word
+                    self._held.append(c)
+                    self._held_len += 1
+                    return _NOTHING
+            elif c == "`" or (c in " \t(" and self._word in self._names):
+                return None
+            visible = "".join(self._held) + c  # the word is no name: all of it is prose
+            self._reset()
+        elif self._mode is not _PLAIN or c == "`":
+            return None
+        elif is_id and not self._prev_id and c in self._prefixes:
+            self._mode, self._word, self._held, self._held_len = _NAME, c, [c], 1
+            visible = ""
+        else:
+            visible = c
+        self._prev_id = is_id
+        return self._visible(visible)
+
+    def _shortcut(self, text: str) -> str | None:
+        """The chunk's visible text when it leaves at most a trailing word held, else None."""
+        if self._mode is _PLAIN:
+            lo, held = 0, ""
+        elif self._mode in _WORD_MODES and (lo := self._held_dies(text)) >= 0:
+            held = "".join(self._held)
+        else:
+            return None
+        n = start = len(text)
+        if lo < n:
+            if lo == 0 and "(" not in text and "`" not in text:
+                start, mode = self._tail_start(text, 0), _NAME
+            else:
+                start, mode = self._prose_end(text, lo)
+            if start < n and (mode is not _NAME or n - start > self._cap or "(" in text[start:]):
+                return None  # a call or code may start here: let _scan read it
+        if held:
+            self._reset()
+        if n:
+            self._prev_id = (c := text[-1]).isalnum() or c in self._extra
+        if start < n:
+            self._hold_word(text, start)
+        return held + text[:start]
+
+    def _held_dies(self, text: str) -> int:
+        """Where ``text`` shows the held word (and spaces) is no anchor, as _scan would; or -1."""
+        n, j, room = len(text), 0, self._cap - self._held_len
+        if self._mode is _NAME:
+            j = _end_of(self._id_run, text, 0, n)
+            word = self._word + text[:j] if j <= self._longest else ""
+            if j > room:
+                return -1
+            if word not in self._prefixes:
+                return j
+            if j == n:
+                return -1
+            if word not in self._names:
+                return j
+        k = _end_of(_SPACES, text, j, n)
+        return -1 if k == n or k > room or text[k] == "(" else k
+
+    def _hold_word(self, text: str, start: int) -> None:
+        """Hold the chunk's tail: a prefix of a name, or a full name and spaces."""
+        end = _end_of(self._id_run, text, start, len(text))
+        self._word, self._held, self._held_len = text[start:end], [text[start:]], len(text) - start
+        self._mode = _NAME if end == len(text) else _NAME_WS
+
+    def _visible(self, text: str) -> Feed:
+        """A text-only result; those of one character are shared, being immutable."""
+        if len(text) > 1:
+            return Feed(visible_text=text, function_call=None)
+        feed = _ONE_CHAR_FEEDS.get(text)
+        if feed is None:
+            feed = Feed(visible_text=text, function_call=None)
+            if len(_ONE_CHAR_FEEDS) < _ONE_CHAR_FEEDS_MAX:
+                _ONE_CHAR_FEEDS[text] = feed
+        return feed
 
     # -- output queue -----------------------------------------------------------------------
 
@@ -317,10 +423,9 @@ class VerbatimToolCallParser:
 
     def _scan(self, s: str) -> None:
         i, n = 0, len(s)
-        self._tick_at = self._paren_at = -1
         steps = self._steps
         while i < n:
-            if self._mode is _Mode.PLAIN:
+            if self._mode is _PLAIN:
                 i = self._plain(s, i)
             elif self._held_len < self._cap:
                 i = steps[self._mode](s, i, min(n, i + self._cap - self._held_len))
@@ -332,27 +437,59 @@ class VerbatimToolCallParser:
             self._prev_id = self._is_id(s[-1])
 
     def _plain(self, s: str, i: int) -> int:
-        """Emit prose up to the next candidate: a backtick, ``name(``, or a viable tail."""
+        """Emit prose up to the next candidate and enter the mode that reads it."""
+        start, self._mode = self._prose_end(s, i)
+        self._emit(s[i:start])
+        return start
+
+    def _prose_end(self, s: str, lo: int) -> tuple[int, _Mode]:
+        """The first candidate from ``lo`` on: a backtick, ``name(``, a viable tail; or len.
+
+        ``_tick_at`` and ``_paren_at`` remember, within one chunk, the next backtick worth a
+        look and the next parenthesis, so no stretch of a chunk is searched twice.
+        """
         n = len(s)
-        if self._tick_at < i:  # without tools, code cannot open a call either
-            self._tick_at = t if self._names and (t := s.find("`", i)) >= 0 else n
-        stop, k = self._tick_at, i
+        if self._tick_at < lo:
+            self._tick_at = self._live_tick(s, lo)
+        stop, k = self._tick_at, lo
         while True:
             if self._paren_at < k:
-                self._paren_at = p if (p := s.find("(", k, stop)) >= 0 else stop
+                self._paren_at = p if (p := s.find("(", k)) >= 0 else n
             if self._paren_at >= stop:
                 break
-            start = self._name_before(s, i, self._paren_at)
+            start = self._name_before(s, lo, self._paren_at)
             if start >= 0:
-                self._emit(s[i:start])
-                return self._to(_Mode.NAME, start)
+                return start, _Mode.NAME
             k = self._paren_at + 1
         if stop < n:
-            self._emit(s[i:stop])
-            return self._to(_Mode.TICKS, stop)
-        start = self._tail_start(s, i)
-        self._emit(s[i:start])
-        return self._to(_Mode.NAME, start) if start < n else n
+            return stop, _Mode.TICKS
+        start = self._tail_start(s, lo)
+        return (start, _Mode.NAME) if start < n else (n, _Mode.PLAIN)
+
+    def _live_tick(self, s: str, lo: int) -> int:
+        """The first backtick from ``lo`` on whose code opener this chunk does not rule out."""
+        n = len(s)
+        tick = s.find("`", lo) if self._names else -1
+        while tick >= 0:
+            dead_at = self._dead_inline_opener(s, tick)
+            if dead_at < 0:
+                return tick
+            tick = s.find("`", dead_at)
+        return n
+
+    def _dead_inline_opener(self, s: str, tick: int) -> int:
+        """Where ``_scan`` would fail the inline opener at ``tick`` within this chunk, or -1.
+
+        Most backticks in prose open ordinary code (```ls```), which fails at the first word.
+        """
+        n, u = len(s), _end_of(_TICK_RUN, s, tick, len(s))
+        v = _end_of(_SPACES, s, u, n)
+        if u - tick >= _FENCE_MIN or v == n:
+            return -1
+        w = _end_of(self._id_run, s, v, n)
+        word = s[v:w]
+        dies = v == w or word not in self._prefixes or (w < n and word not in self._names)
+        return w if dies and w - tick <= self._cap else -1
 
     def _name_before(self, s: str, lo: int, paren: int) -> int:
         """Where ``name[ \\t]*`` ending at ``paren`` starts (not before ``lo``), or -1."""
@@ -366,16 +503,28 @@ class VerbatimToolCallParser:
         return -1
 
     def _tail_start(self, s: str, lo: int) -> int:
-        """Where a tail that may still grow into an anchor starts (not before ``lo``), or len."""
+        """Where a tail that may still grow into an anchor starts (not before ``lo``), or len.
+
+        The tail is a word at a boundary, still a prefix of a name, or a full name and spaces.
+        Most chunks end in the middle of an ordinary word after a space, which is decided by
+        one ``rfind``; other endings read the last word backwards.
+        """
         n = j = len(s)
-        if s[-1] in " \t":
+        c = s[-1]
+        if c in " \t":
             j = max(lo, len(s.rstrip(" \t")))
-        a, stop = j, max(lo, j - self._longest - 1)
-        while a > stop and self._is_id(s[a - 1]):
-            a -= 1
-        word = s[a:j]
-        viable = self._prefixes if j == n else self._names
-        return a if word in viable and self._at_boundary(s, a) else n
+            viable = self._names
+        elif c.isalnum() or c in self._extra:
+            viable = self._prefixes
+        else:
+            return n
+        a = s.rfind(" ", lo, j) + 1
+        word = s[a:j] if a else ""
+        if not word.isalnum():  # not just a plain word after a space: find where it starts
+            back = s[max(lo, j - self._longest - 1) : j][::-1]
+            a = j - _end_of(self._id_run, back, 0, len(back))
+            word = s[a:j] if self._at_boundary(s, a) else ""
+        return a if word in viable else n
 
     # Each step reads from ``i`` up to ``end`` (the chunk's end, or where the cap is reached),
     # keeps what it read, and returns where the next step starts; it either consumes a

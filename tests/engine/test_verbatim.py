@@ -435,11 +435,14 @@ class TestHostile:
         text = 'search({"q": "x"}' + "(" * 200_000
         assert run([text]) == [text]
 
-    def test_tool_name_repeated_a_million_times_never_raises(self) -> None:
-        """A million repetitions of a name, with and without parentheses, stay text."""
-        for unit in ("search", "search ", "search(", "`search"):
-            text = unit * 1_000_000
-            assert run([text]) == [text]
+    @pytest.mark.parametrize(
+        ("unit", "times"),
+        [("search", 1_000_000), ("search ", 1_000_000), ("search(", 100_000), ("`search", 100_000)],
+    )
+    def test_tool_name_repeated_a_million_times_never_raises(self, unit: str, times: int) -> None:
+        """A name repeated a million times (each a candidate: a hundred thousand) stays text."""
+        text = unit * times
+        assert run([text]) == [text]
 
 
 TOKENS = [

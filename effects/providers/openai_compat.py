@@ -714,8 +714,9 @@ _WHITESPACE = " \t\n\r"
 def complete_pairs(prefix: str) -> JsonObject:
     """The top-level key/value pairs that arrived whole in a prefix of a JSON object.
 
-    A string, object, array or literal is whole once it is closed; a number only
-    once something follows it (`12` may be the start of `123`). Anything that is
+    A value is whole once a comma or the closing brace follows it, or, for a
+    string, object, array or literal, once it is closed; a number needs
+    something after it (`12` may be the start of `123`). Anything that is
     not an object prefix yields `{}`. Linear in the prefix: each value is
     decoded once.
     """
@@ -733,10 +734,12 @@ def complete_pairs(prefix: str) -> JsonObject:
             value, end = _DECODER.raw_decode(prefix, _skip(prefix, pos + 1))
         except ValueError:
             return found
+        pos = _skip(prefix, end)
+        if pos < len(prefix) and prefix[pos] not in ",}":
+            return found  # Not a value after all: `1e` is the start of `1e16`.
         if end == len(prefix) and isinstance(value, int | float) and not isinstance(value, bool):
             return found
         found[key] = value
-        pos = _skip(prefix, end)
         if not prefix.startswith(",", pos):
             return found
         pos += 1

@@ -23,6 +23,10 @@ and the cost is linear in the stream, however it is chunked:
   valid arguments; then parentheses are counted outside JSON strings (escapes honoured).
 * ``CLOSER``: a parsed call that a code opener wrapped waits for its closing backticks.
 
+Most chunks are prose, or a word held at the end of the last chunk that the next one shows
+is no name; ``feed`` decides those without entering the mode loop (``_one_char``,
+``_shortcut``), exactly as the loop would, because per-chunk overhead dominates there.
+
 Output contract
 ---------------
 Results queue up in stream order, and each :meth:`VerbatimToolCallParser.feed` or

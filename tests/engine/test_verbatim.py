@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -376,6 +377,14 @@ class TestFlush:
         p = parser()
         p.feed("```\nget_time()\n")
         assert drain(p) == [call("get_time", {}, "```\nget_time()"), "\n"]
+
+
+class TestGuide:
+    def test_guide_example_runs(self) -> None:
+        """The runnable example in docs/verbatim.md holds."""
+        guide = (Path(__file__).parents[2] / "docs" / "verbatim.md").read_text()
+        example = guide.split("```python\n", 1)[1].split("\n```\n", 1)[0]
+        exec(compile(example, "docs/verbatim.md", "exec"), {})
 
 
 class TestConfiguration:

@@ -40,8 +40,9 @@ CHATML_TEMPLATE = (
 )
 
 # ChatML with tools in the Hermes layout (Qwen2.5's template, without its
-# default system prompt naming the model; kept in chatml_tools.jinja): tools are listed in the system
-# message and a call is `<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>`.
+# default system prompt naming the model; kept in chatml_tools.jinja): tools
+# are listed in the system message and a call is
+# `<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>`.
 # llama-server derives its tool-call parser and its `tool_choice` grammar from
 # the template, so only a model carrying this one gets native tool calls there.
 CHATML_TOOLS_TEMPLATE = (Path(__file__).parent / "chatml_tools.jinja").read_text().rstrip("\n")
@@ -207,8 +208,11 @@ def _output_matrix(model: TinyModel, n_vocab: int) -> np.ndarray:
     for chain in chains:
         ids.append(list(range(first, first + len(chain))))
         first += len(chain)
-    piece_id = {piece: i for chain, chain_ids in zip(chains, ids, strict=True)
-                for piece, i in zip(chain, chain_ids, strict=True)}
+    piece_id = {
+        piece: i
+        for chain, chain_ids in zip(chains, ids, strict=True)
+        for piece, i in zip(chain, chain_ids, strict=True)
+    }
     in_chain = [i for chain_ids in ids for i in chain_ids]
 
     output = np.zeros((n_vocab, n_vocab), dtype=np.float32)

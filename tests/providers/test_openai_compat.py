@@ -306,7 +306,7 @@ class TestTransportErrors:
 
 
 MALFORMED = [
-    (b"data: {not json\n\n", "malformed chunk 2: data is not JSON: b'{not json'"),
+    (b"data: {not json\n\n", "malformed chunk 2: data is not JSON: '{not json'"),
     (b"data: [1, 2]\n\n", "malformed chunk 2: `chunk` must be an object, got list [1, 2]"),
     (b'data: {"id": "x"}\n\n', "malformed chunk 2: `choices` must be a list, got NoneType None"),
     (

@@ -1,0 +1,375 @@
+"""The real tool registry: async tools with a JSON schema, behind the gates of SPEC 6 step 6.
+
+`execute` refuses or runs one call and always answers with a `ToolResult`: an
+unknown tool, a tool the provider does not support, a tool the live turn
+forbids, arguments that break the schema and an exception raised by the tool
+are failures whose error the model reads and can act on. Only cancellation (the
+interpreter's timeout and kill, the host) propagates.
+
+Secrets: a parameter whose schema says `"writeOnly": true` (standard JSON
+Schema: sent by the client, never read back) is replaced by `[redacted]`
+wherever the registry hands arguments out for logs, notices and traces
+(`redact`, `recent`). The marker is read on the parameter's own schema, through
+`properties`, `additionalProperties` and `items`, at any depth; not through
+`$ref` or the `anyOf`/`oneOf`/`allOf` combinators.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Collection, Iterator
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import anyio
+import attrs
+import jsonschema
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+
+if TYPE_CHECKING:
+    from toolloop.effects.ports import ToolInvocation
+from toolloop.states import (
+    ApiFamily,
+    FunctionCall,
+    JsonObject,
+    ProviderDescriptor,
+    ToolContext,
+    ToolResult,
+    ToolSpec,
+)
+
+REDACTED = "[redacted]"
+RING_SIZE = 1000
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAME_RULE = "1 to 64 letters, digits, '_' or '-'"
+"""What OpenAI-style providers accept as a function name."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """What a tool function is told besides its arguments."""
+
+    name: str
+    """The tool's registered name."""
+    context: ToolContext
+    """The turn as the engine describes it (SPEC 6 step 3)."""
+    invocation: ToolInvocation
+    """The interpreter's handles: the turn's kill signal and progress notices."""
+
+
+ToolReturn: TypeAlias = ToolResult | JsonObject | None
+ToolFunction: TypeAlias = Callable[[JsonObject, ToolCall], Awaitable[ToolReturn]]
+ProviderGate: TypeAlias = Callable[[ProviderDescriptor], bool]
+TurnGate: TypeAlias = Callable[[ToolContext], bool]
+FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
+
+
+class ToolSchemaError(ValueError):
+    """A tool was registered with a name or a parameters schema the registry cannot use."""
+
+    def __init__(self, tool: str, problem: str, where: str = "") -> None:
+        super().__init__(f'tool "{tool}": {where + ": " if where else ""}{problem}')
+        self.tool = tool
+        self.problem = problem
+        self.where = where
+        """Where in the registration: `parameters.properties.query.type`, or empty."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolExecution:
+    """One call the registry handled, as kept in the ring of recent executions."""
+
+    tool: str
+    args: JsonObject | None
+    """The call's arguments with sensitive parameters redacted."""
+    ran: bool
+    """The tool's code was started (false for a refusal by a gate or the schema)."""
+    success: bool
+    error: str | None
+    """The failure's error; `cancelled` when the call was cancelled (timeout, kill)."""
+    duration: float
+    """Seconds on the anyio clock, from the call to its answer."""
+
+
+@attrs.frozen(kw_only=True)
+class RegisteredTool:
+    """A tool with everything the registry checks before and after running it."""
+
+    spec: ToolSpec
+    function: ToolFunction
+    validator: Validator
+    supports: ProviderGate
+    """Static provider support: a refusal says "not available for provider X"."""
+    available: TurnGate
+    """Live turn state: a refusal says "not available for the current turn"."""
+    follow_up: FollowUpRule
+
+
+@attrs.define
+class _Running:
+    """Mutable record of one `execute` call, turned into a `ToolExecution` at its end."""
+
+    ran: bool = False
+    result: ToolResult | None = None
+
+
+class ToolRegistry:
+    """The tools of a bot, run through the gates and the schema of SPEC 6 step 6."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, RegisteredTool] = {}
+        self._recent: collections.deque[ToolExecution] = collections.deque(maxlen=RING_SIZE)
+
+    def register(
+        self,
+        function: ToolFunction,
+        *,
+        name: str | None = None,
+        parameters: JsonObject | None = None,
+        description: str | None = None,
+        requires_follow_up: bool | FollowUpRule = False,
+        providers: Collection[ApiFamily] | ProviderGate | None = None,
+        available: TurnGate | None = None,
+    ) -> RegisteredTool:
+        """Add a tool; its schema is checked here, once, and a bad one raises `ToolSchemaError`.
+
+        `name` defaults to the function's name, `description` to its docstring,
+        `parameters` to an object schema without properties. `providers` is the
+        API families that support the tool (or a predicate over the provider;
+        None: all). `available` is a predicate over the turn's `ToolContext`.
+        """
+        tool_name = function.__name__ if name is None else name
+        if tool_name in self._tools:
+            raise ToolSchemaError(tool_name, "is already registered", "name")
+        schema = {"type": "object", "properties": {}} if parameters is None else parameters
+        tool = RegisteredTool(
+            spec=ToolSpec(
+                name=check_name(tool_name),
+                description=_description(function) if description is None else description,
+                parameters=schema,
+            ),
+            function=function,
+            validator=check_parameters(tool_name, schema),
+            supports=_provider_gate(providers),
+            available=available or _always,
+            follow_up=_follow_up_rule(requires_follow_up),
+        )
+        self._tools[tool_name] = tool
+        return tool
+
+    def tool(self, **options: Any) -> Callable[[ToolFunction], ToolFunction]:
+        """Decorator form of `register`, taking the same keyword options."""
+
+        def decorate(function: ToolFunction) -> ToolFunction:
+            self.register(function, **options)
+            return function
+
+        return decorate
+
+    def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:
+        """The tools the provider supports, in registration order."""
+        return tuple(tool.spec for tool in self._tools.values() if tool.supports(provider))
+
+    def requires_follow_up(
+        self, tool: str, provider: ProviderDescriptor, server: str | None
+    ) -> bool:
+        """Whether the tool's result must be presented by the model (SPEC 7); unknown: no."""
+        registered = self._tools.get(tool)
+        return registered is not None and registered.follow_up(provider, server)
+
+    def redact(self, tool: str, args: JsonObject | None) -> JsonObject | None:
+        """`args` with every `writeOnly` parameter of the tool's schema replaced by `[redacted]`."""
+        registered = self._tools.get(tool)
+        if registered is None or args is None:
+            return args
+        redacted: JsonObject = _redact(args, registered.spec.parameters)
+        return redacted
+
+    def recent(self) -> tuple[ToolExecution, ...]:
+        """The last 1000 calls handled, oldest first."""
+        return tuple(self._recent)
+
+    async def execute(
+        self, call: FunctionCall, context: ToolContext, invocation: ToolInvocation
+    ) -> ToolResult:
+        """Refuse or run one call; a tool's failure is a result, cancellation propagates."""
+        started = anyio.current_time()
+        running = _Running()
+        try:
+            running.result = await self._execute(call, context, invocation, running)
+            return running.result
+        finally:
+            self._record(call, running, anyio.current_time() - started)
+
+    async def _execute(
+        self,
+        call: FunctionCall,
+        context: ToolContext,
+        invocation: ToolInvocation,
+        running: _Running,
+    ) -> ToolResult:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return _failure(self._unknown(call.name))
+        args = {} if call.args is None else call.args
+        refusal = _refusal(tool, context, args)
+        if refusal is not None:
+            return _failure(refusal)
+        running.ran = True
+        return await _run(
+            tool, args, ToolCall(name=call.name, context=context, invocation=invocation)
+        )
+
+    def _unknown(self, name: str) -> str:
+        known = ", ".join(self._tools) or "none"
+        return f'unknown tool "{name}"; the available tools are: {known}'
+
+    def _record(self, call: FunctionCall, running: _Running, duration: float) -> None:
+        result = running.result
+        self._recent.append(
+            ToolExecution(
+                tool=call.name,
+                args=self.redact(call.name, call.args),
+                ran=running.ran,
+                success=result is not None and result.success,
+                error="cancelled" if result is None else result.error,
+                duration=duration,
+            )
+        )
+
+
+def _refusal(tool: RegisteredTool, context: ToolContext, args: JsonObject) -> str | None:
+    """Why a gate or the schema refuses the call, in the order SPEC 6 step 6 gives."""
+    name = tool.spec.name
+    if not tool.supports(_provider_of(context)):
+        return f'tool "{name}" is not available for provider {context.provider_name}'
+    if name in context.unavailable_for_turn or not tool.available(context):
+        return f'tool "{name}" is not available for the current turn, do not retry it this turn'
+    problems = list(dict.fromkeys(_problems(tool.validator, args)))
+    if problems:
+        return f'invalid arguments for tool "{name}": ' + "; ".join(problems)
+    return None
+
+
+def _provider_of(context: ToolContext) -> ProviderDescriptor:
+    """The provider as far as the tool context names it (its API family is not in it)."""
+    return ProviderDescriptor(name=context.provider_name)
+
+
+async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolResult:
+    """Run the tool's code; what it raises or returns wrongly becomes a failure."""
+    try:
+        returned = await tool.function(args, call)
+    except Exception as error:
+        return _failure(f'tool "{call.name}" raised {type(error).__name__}: {error}')
+    if returned is None:
+        return ToolResult(success=True)
+    if isinstance(returned, ToolResult):
+        return returned
+    if isinstance(returned, dict):
+        return ToolResult(success=True, data=returned)
+    kind = type(returned).__name__
+    return _failure(f'tool "{call.name}" returned a {kind}, expected a ToolResult, a dict or None')
+
+
+def _failure(error: str) -> ToolResult:
+    return ToolResult(success=False, error=error)
+
+
+def _problems(validator: Validator, args: JsonObject) -> Iterator[str]:
+    """One line per broken rule, naming the argument by its JSON path."""
+    errors = sorted(validator.iter_errors(args), key=lambda error: list(map(str, error.path)))
+    for error in errors:
+        if error.validator == "required":
+            yield from _missing(error)
+        else:
+            yield f"{_json_path(error.absolute_path)}: {error.message} (rule: {error.validator})"
+
+
+def _missing(error: jsonschema.ValidationError) -> Iterator[str]:
+    """A `required` error names the object; name each missing argument instead."""
+    for name in error.validator_value:
+        if name not in error.instance:
+            yield f"{_json_path([*error.absolute_path, name])}: is required (rule: required)"
+
+
+def _json_path(parts: Collection[str | int]) -> str:
+    """`$.query`, `$.items[0].name`, `$["odd key"]`."""
+    path = "$"
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.isidentifier():
+            path += f".{part}"
+        else:
+            path += f'["{part}"]'
+    return path
+
+
+def _description(function: ToolFunction) -> str:
+    return inspect.getdoc(function) or ""
+
+
+def check_name(name: str) -> str:
+    if not NAME_PATTERN.match(name):
+        raise ToolSchemaError(name, f"must be {NAME_RULE}", "name")
+    return name
+
+
+def check_parameters(name: str, schema: JsonObject) -> Validator:
+    """A validator for the tool's parameters, once they passed the meta-schema and are an object.
+
+    Raises `ToolSchemaError` naming the tool, where in the schema and what is wrong.
+    """
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        got = json.dumps(schema.get("type")) if isinstance(schema, dict) else type(schema).__name__
+        problem = f'"type" is {got}, but parameters must be an object schema ("type": "object")'
+        raise ToolSchemaError(name, problem, "parameters")
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as error:
+        where = _json_path(error.absolute_path).replace("$", "parameters", 1)
+        raise ToolSchemaError(name, f"{error.message} (rule: {error.validator})", where) from None
+    validator: Validator = cls(schema)
+    return validator
+
+
+def _provider_gate(providers: Collection[ApiFamily] | ProviderGate | None) -> ProviderGate:
+    if providers is None:
+        return _always
+    if callable(providers):
+        return providers
+    families = frozenset(providers)
+    return lambda provider: provider.api_family in families
+
+
+def _follow_up_rule(requires_follow_up: bool | FollowUpRule) -> FollowUpRule:
+    if callable(requires_follow_up):
+        return requires_follow_up
+    return lambda provider, server: requires_follow_up
+
+
+def _always(_: Any) -> bool:
+    return True
+
+
+def _redact(value: Any, schema: Any) -> Any:
+    """`value` with the parts whose schema is `writeOnly` replaced, recursively."""
+    if not isinstance(schema, dict):
+        return value
+    if schema.get("writeOnly") is True:
+        return REDACTED
+    if isinstance(value, dict):
+        return {key: _redact(item, _property_schema(schema, key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact(item, schema.get("items")) for item in value]
+    return value
+
+
+def _property_schema(schema: JsonObject, key: str) -> Any:
+    properties = schema.get("properties", {})
+    return properties[key] if key in properties else schema.get("additionalProperties")

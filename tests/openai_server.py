@@ -31,7 +31,7 @@ import attrs
 
 #: Frames written back to back are joined into HTTP chunks of about this size.
 BATCH_BYTES = 64 * 1024
-#: How often a stalled reply looks for the client leaving or the server stopping.
+#: How often a stalled reply looks for the client leaving, and the server for its stop.
 POLL_SECONDS = 0.02
 
 
@@ -304,7 +304,9 @@ class OpenAIServer:
         self._lock = threading.Lock()
         self._http = _Server(("127.0.0.1", 0), _Handler)
         self._http.owner = self
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, args=(POLL_SECONDS,), daemon=True
+        )
 
     @property
     def base_url(self) -> str:

@@ -177,7 +177,8 @@ class OpenAICompatProvider:
         except _StreamBroken as exc:
             return state.failed(self._redacted(exc.error))
         except UnicodeDecodeError as exc:
-            return state.failed(state.malformed(f"the body is not UTF-8 ({exc.reason})"))
+            message = f"the body is not UTF-8 after chunk {state.chunks} ({exc.reason})"
+            return state.failed(StreamError(type="malformed_chunk", message=message))
         return state.result()
 
     def _parser(self, request: StreamRequest) -> VerbatimToolCallParser | None:

@@ -339,6 +339,13 @@ class TestMalformed:
         assert error_of(result) == StreamError(type="malformed_chunk", message=message)
         assert result.accumulated_text == "ok"
 
+    async def test_a_body_that_is_not_utf8_is_an_error(self, server: OpenAIServer) -> None:
+        """Bytes that do not decode as UTF-8 are a malformed stream, not an exception."""
+        result, _ = await run(server, raw_reply(chunk({"content": "ok"}), b"data: \xff\n\n"))
+        assert (
+            error_of(result).message == "the body is not UTF-8 after chunk 0 (invalid start byte)"
+        )
+
 
 class TestCancellation:
     async def test_cancelling_a_stalled_stream_closes_the_connection(

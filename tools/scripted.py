@@ -1,0 +1,173 @@
+"""The scripted ports of a scenario: a provider that plays its streams, tools that play results.
+
+Both act through the real machinery rather than around it: text goes through
+the interpreter's sink with progress, a stall really goes silent (so the
+interpreter's inactivity timeout fires, on the virtual clock), a hanging tool
+really hangs (so the tool timeout ends it), and a kill is the turn control's
+genuine kill. The tools are registered into the real `ToolRegistry`, so the
+gates, the schema and the exception handling are the ones a bot gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import anyio
+
+from toolloop.effects.memory import MemoryTurnControl
+from toolloop.effects.ports import StreamRequest, StreamSink
+from toolloop.effects.registry import ToolCall, ToolFunction, ToolRegistry
+from toolloop.states import (
+    FunctionCall,
+    JsonObject,
+    ProviderDescriptor,
+    StreamError,
+    StreamResult,
+    StreamStatus,
+    ToolResult,
+)
+from toolloop.tools.scenario import Scenario, ScriptedResult, ScriptedStream, ScriptedTool
+
+T = TypeVar("T")
+ERROR_STATUSES = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
+
+
+class ScriptedProviderError(RuntimeError):
+    """The error a `{"raise": ...}` stream makes the provider call raise."""
+
+
+class ScriptedToolError(RuntimeError):
+    """The exception a `{"raise": ...}` result makes the tool raise."""
+
+
+def repeating_last(items: Sequence[T]) -> Callable[[], T]:
+    """A function returning the items one per call, then the last one forever."""
+    position = 0
+
+    def take() -> T:
+        nonlocal position
+        item = items[min(position, len(items) - 1)]
+        position += 1
+        return item
+
+    return take
+
+
+class ScriptedProvider:
+    """Plays one scripted stream per call; the last one repeats."""
+
+    def __init__(
+        self,
+        streams: Sequence[ScriptedStream],
+        *,
+        control: MemoryTurnControl,
+        descriptor: ProviderDescriptor,
+    ) -> None:
+        if not streams:
+            raise ValueError("a scripted provider needs at least one stream")
+        self._next = repeating_last(streams)
+        self._control = control
+        self._descriptor = descriptor
+
+    @property
+    def descriptor(self) -> ProviderDescriptor:
+        """The scenario's provider."""
+        return self._descriptor
+
+    async def stream(self, request: StreamRequest, sink: StreamSink) -> StreamResult:
+        """Deliver the script's text, then end, stall, get killed or raise as it says."""
+        script = self._next()
+        if script.text:
+            sink.progress()
+            await sink.deliver(script.text)
+        if script.raises is not None:
+            raise ScriptedProviderError(script.raises)
+        if script.kill:
+            self._control.kill()
+        if script.stall:
+            await anyio.sleep_forever()
+        self._request_pending(script)
+        return _result(script)
+
+    def _request_pending(self, script: ScriptedStream) -> None:
+        """What is pending on the turn control when the call reaches the loop."""
+        if script.stop_before_tool:
+            self._control.request_stop()
+        if script.follow_up_before_tool:
+            self._control.request_follow_up()
+
+
+def _result(script: ScriptedStream) -> StreamResult:
+    data: FunctionCall | StreamError | None = None
+    if script.call is not None:
+        data = FunctionCall(
+            name=script.call.name,
+            args=script.call.args,
+            arguments_truncated=script.call.arguments_truncated,
+        )
+    elif script.status in ERROR_STATUSES:
+        message = script.error or f"scripted {script.status.value}"
+        data = StreamError(type=script.status.value, message=message)
+    return StreamResult(
+        status=script.status,
+        accumulated_text=script.text,
+        details_content=script.details,
+        data=data,
+        thought_log=script.thought_log,
+    )
+
+
+def scripted_registry(tools: Sequence[ScriptedTool], control: MemoryTurnControl) -> ToolRegistry:
+    """The real registry with each scenario tool registered, playing its results."""
+    registry = ToolRegistry()
+    for tool in tools:
+        registry.register(
+            scripted_tool(tool.results, control),
+            name=tool.name,
+            description=tool.description,
+            parameters=tool.parameters,
+            requires_follow_up=tool.requires_follow_up,
+            providers=None if tool.available_for_provider else _never,
+            available=None if tool.available_for_turn else _never,
+        )
+    return registry
+
+
+def scripted_tool(results: Sequence[ScriptedResult], control: MemoryTurnControl) -> ToolFunction:
+    """A tool function consuming one result per run (refusals never reach it)."""
+    take = repeating_last(results)
+
+    async def play(args: JsonObject, call: ToolCall) -> ToolResult:
+        script = take()
+        if script.kill:
+            control.kill()
+        if script.hang:
+            await anyio.sleep_forever()
+        if script.raises is not None:
+            raise ScriptedToolError(script.raises)
+        return ToolResult(
+            success=script.success,
+            data=script.data,
+            error=script.error,
+            message=script.message,
+            end_turn=script.end_turn,
+            response_delivered=script.response_delivered,
+            image_metadata=script.image_metadata,
+        )
+
+    return play
+
+
+def scripted_ports(
+    scenario: Scenario, control: MemoryTurnControl
+) -> tuple[ScriptedProvider, ToolRegistry]:
+    """The provider and the registry a scenario scripts, acting on `control`."""
+    provider = ScriptedProvider(
+        scenario.streams, control=control, descriptor=scenario.turn.provider
+    )
+    return provider, scripted_registry(scenario.tools, control)
+
+
+def _never(_: object) -> bool:
+    return False

@@ -6,15 +6,16 @@ It works against anything that speaks `POST {base_url}/chat/completions` with
 endpoint, llama.cpp's server, vLLM, Ollama. `docs/providers.md` is the guide.
 
 Theory of operation. `stream` builds the request body from the `StreamRequest`
-(`build_body`), opens the stream, and runs the hot loop (`_consume`): SSE lines
-are split from `aiter_bytes` by hand, each data payload goes through one
-`json.loads` and is folded into a `_Stream` accumulator, which returns the
-chunk's visible text for delivery. Nothing is built per chunk but what the
-chunk itself carries. When the body ends, the accumulator decides the result
-(`_Stream.result`). Every failure the caller can act on (HTTP status,
-transport errors, malformed chunks, a stream cut short) becomes a
-`StreamResult` with a `StreamError`; cancellation is not caught: leaving the
-`async with` closes the response, and with it the connection.
+(`build_body`), opens the stream, and runs the hot loop (`_Stream.take`): SSE
+lines are split from `aiter_bytes` by hand (`_Lines`), each data payload goes
+through JSON's C scanner once (what `json.loads` runs) and is folded into the
+`_Stream` accumulator, which returns the chunk's visible text for delivery.
+Nothing is built per chunk but what the chunk itself carries. When the body
+ends, the accumulator decides the result (`_Stream.result`). Every failure the
+caller can act on (HTTP status, transport errors, malformed chunks, a stream
+cut short) becomes a `StreamResult` with a `StreamError`; cancellation is not
+caught: leaving the `async with` closes the response, and with it the
+connection.
 
 The request body (see `build_body`):
 
@@ -35,10 +36,9 @@ from __future__ import annotations
 
 import codecs
 import json
-import json.scanner
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -72,7 +72,8 @@ TOOL_ONLY_BODY_KEYS = ("tool_choice", "parallel_tool_calls")
 MAX_LINE_CHARS = 16 * 1024 * 1024
 #: The C scanner behind `json.loads`, called directly: `loads` adds three Python
 #: frames and an encoding check per chunk, a third of the per-chunk cost.
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())
+_DECODER: Any = json.JSONDecoder()  # Any: typeshed does not declare its `scan_once`.
+_scan_json: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once
 #: How much of an offending payload or error body a message quotes.
 EXCERPT_CHARS = 300
 #: HTTP statuses after which another attempt (or provider) may well succeed.
@@ -736,7 +737,6 @@ def _excerpt(text: str) -> str:
 
 # -- truncated arguments ---------------------------------------------------------------------
 
-_DECODER = json.JSONDecoder()
 _WHITESPACE = " \t\n\r"
 
 

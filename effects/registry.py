@@ -291,8 +291,10 @@ def _problems(validator: Validator, args: JsonObject) -> Iterator[str]:
 
 def _missing(error: jsonschema.ValidationError) -> Iterator[str]:
     """A `required` error names the object; name each missing argument instead."""
-    for name in error.validator_value:
-        if name not in error.instance:
+    required: list[str] = list(error.validator_value)  # type: ignore[arg-type]
+    present: JsonObject = error.instance  # type: ignore[assignment]
+    for name in required:
+        if name not in present:
             yield f"{_json_path([*error.absolute_path, name])}: is required (rule: required)"
 
 

@@ -6,12 +6,24 @@ written against anyio, so the same adapters run under trio and asyncio.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
+import anyio
 import attrs
 
 from toolloop.engine.effects import StreamOnce
-from toolloop.states import ProviderDescriptor, StreamResult, ToolSpec, TurnSettings
+from toolloop.engine.events import StopRequest
+from toolloop.states import (
+    FunctionCall,
+    JsonObject,
+    ProviderDescriptor,
+    StreamResult,
+    ToolContext,
+    ToolResult,
+    ToolSpec,
+    TurnSettings,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -54,4 +66,107 @@ class Provider(Protocol):
 
     async def stream(self, request: StreamRequest, sink: StreamSink) -> StreamResult:
         """Run one provider call and report how it ended."""
+        ...
+
+
+class ToolRegistry(Protocol):
+    """The tools of a turn, as the interpreter sees them (`toolloop.effects.registry`)."""
+
+    def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:
+        """The tools exposed to the model for `provider`."""
+        ...
+
+    async def execute(
+        self, call: FunctionCall, context: ToolContext, invocation: ToolInvocation
+    ) -> ToolResult:
+        """Apply the gates and the schema, run the tool; tool errors are failures, never raised."""
+        ...
+
+    def requires_follow_up(
+        self, tool: str, provider: ProviderDescriptor, server: str | None
+    ) -> bool:
+        """Whether the tool's result must be presented by another model call (SPEC 7)."""
+        ...
+
+    def redact(self, tool: str, args: JsonObject | None) -> JsonObject | None:
+        """The arguments with every secret the tool's schema names replaced."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class ToolInvocation:
+    """What a running tool may use that is not data: the kill signal and progress notices."""
+
+    killed: anyio.Event
+    """Set when the turn is killed: a tool waits on it to cancel its own I/O."""
+    notify: Callable[[str], Awaitable[None]]
+    """Send a progress notice (a no-op when the turn suppresses progress notices)."""
+
+
+@attrs.frozen(kw_only=True)
+class Notice:
+    """A rendered notice, ready for the channel or the thought log."""
+
+    key: str
+    level: str
+    text: str
+    hidden: bool
+    iteration: int
+    identity: str | None = None
+    """The persona's webhook identity when the turn speaks as one; None for the bot."""
+
+
+class Channel(Protocol):
+    """Where the turn's text and notices appear."""
+
+    async def send_text(self, text: str, *, reply_to: str | None) -> None:
+        """Deliver a chunk of streamed, visible reply text."""
+
+    async def send_notice(self, notice: Notice) -> None:
+        """Show a warning, error or info notice in the channel."""
+
+    async def log_thought(self, notice: Notice) -> None:
+        """Add a hidden notice to the thought log only."""
+
+    def delivered_message_ids(self) -> Sequence[str]:
+        """Every message this channel delivered for the turn, in order."""
+        ...
+
+    async def delete_messages(self, ids: Sequence[str]) -> None:
+        """Delete messages a superseded attempt delivered."""
+
+
+KillHandle = Callable[[], None]
+
+
+class TurnControl(Protocol):
+    """The channel's turn state: stop and follow-up requests, counters, the kill."""
+
+    def pending_request(self) -> StopRequest:
+        """The stop or follow-up request pending for the channel."""
+        ...
+
+    def clear_stop_request(self) -> None: ...
+
+    def queue_stop_response(self) -> None:
+        """Queue the stop response at the front of the channel's queue."""
+
+    def reset_follow_up_count(self) -> None: ...
+
+    def increment_follow_up_count(self) -> None: ...
+
+    def set_tool_chain_active(self) -> None: ...
+
+    def count_tool_usage(self, name: str) -> None: ...
+
+    def retain_affordance(self, name: str) -> None: ...
+
+    def register_kill(self, handle: KillHandle) -> None:
+        """Register what ends the current call at once on `/kill`."""
+
+    def deregister_kill(self, handle: KillHandle) -> None: ...
+
+    @property
+    def killed(self) -> anyio.Event:
+        """The turn's kill signal, set by a genuine kill."""
         ...

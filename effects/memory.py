@@ -1,0 +1,124 @@
+"""In-memory ports with real state: a turn control and a channel that records what it got.
+
+A bot that keeps its channel state in memory can use them as they are (its
+`/kill` command calls `MemoryTurnControl.kill()`); the scenario runner and the
+tests use them to observe a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio
+import attrs
+
+from toolloop.effects.ports import KillHandle, Notice
+from toolloop.engine.events import StopRequest
+
+
+class MemoryTurnControl:
+    """The turn state of one channel, kept in memory."""
+
+    def __init__(self, *, stop_context_queued: bool = False) -> None:
+        self.request = StopRequest.NONE
+        self.stop_context_queued = stop_context_queued
+        self.stop_response_queued = False
+        self.follow_up_count = 0
+        self.tool_chain_active = False
+        self.tool_usage: list[str] = []
+        self.retained: list[str] = []
+        self.kill_handles: list[KillHandle] = []
+        self.registrations: list[tuple[str, str]] = []
+        """("register" | "deregister", handle name), in order: for the cleanup invariant."""
+        self._killed = anyio.Event()
+
+    # -- what the host does ----------------------------------------------------------------
+
+    def kill(self) -> None:
+        """A genuine stop (`/kill`): ends the current call at once and signals the tools."""
+        self.request = StopRequest.STOP
+        self._killed.set()
+        for handle in list(self.kill_handles):
+            handle()
+
+    def request_stop(self) -> None:
+        """A stop request that waits for the next check (no call is cut short)."""
+        self.request = StopRequest.STOP
+
+    def request_follow_up(self) -> None:
+        """A follow-up message queued for the channel."""
+        self.request = StopRequest.FOLLOW_UP
+
+    # -- the TurnControl port --------------------------------------------------------------
+
+    def pending_request(self) -> StopRequest:
+        return self.request
+
+    def clear_stop_request(self) -> None:
+        self.request = StopRequest.NONE
+
+    def queue_stop_response(self) -> None:
+        self.stop_response_queued = True
+
+    def reset_follow_up_count(self) -> None:
+        self.follow_up_count = 0
+
+    def increment_follow_up_count(self) -> None:
+        self.follow_up_count += 1
+
+    def set_tool_chain_active(self) -> None:
+        self.tool_chain_active = True
+
+    def count_tool_usage(self, name: str) -> None:
+        self.tool_usage.append(name)
+
+    def retain_affordance(self, name: str) -> None:
+        self.retained.append(name)
+
+    def register_kill(self, handle: KillHandle) -> None:
+        self.kill_handles.append(handle)
+        self.registrations.append(("register", f"kill:{id(handle)}"))
+
+    def deregister_kill(self, handle: KillHandle) -> None:
+        self.kill_handles.remove(handle)
+        self.registrations.append(("deregister", f"kill:{id(handle)}"))
+
+    @property
+    def killed(self) -> anyio.Event:
+        return self._killed
+
+
+@attrs.define
+class RecordingChannel:
+    """A channel that keeps everything it was sent; each text chunk is one message."""
+
+    texts: list[str] = attrs.field(factory=list)
+    notices: list[Notice] = attrs.field(factory=list)
+    thoughts: list[Notice] = attrs.field(factory=list)
+    deleted: list[str] = attrs.field(factory=list)
+    ids: list[str] = attrs.field(factory=list)
+    every_notice: list[Notice] = attrs.field(factory=list)
+    """Visible and hidden notices together, in the order they were sent."""
+
+    async def send_text(self, text: str, *, reply_to: str | None) -> None:
+        self.texts.append(text)
+        self.ids.append(f"m{len(self.ids) + 1}")
+
+    async def send_notice(self, notice: Notice) -> None:
+        self.notices.append(notice)
+        self.every_notice.append(notice)
+
+    async def log_thought(self, notice: Notice) -> None:
+        self.thoughts.append(notice)
+        self.every_notice.append(notice)
+
+    def delivered_message_ids(self) -> Sequence[str]:
+        return tuple(self.ids)
+
+    async def delete_messages(self, ids: Sequence[str]) -> None:
+        self.deleted.extend(ids)
+
+    @property
+    def text(self) -> str:
+        """Everything delivered, joined."""
+        return "".join(self.texts)

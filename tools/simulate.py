@@ -1,0 +1,83 @@
+"""`toolloop simulate`: run a scenario through the real engine and interpreter on a virtual clock.
+
+The provider and the tools are scripted (`toolloop.tools.scripted`), everything
+else is what a bot runs: the registry, the interpreter with its timeouts and
+kill handles, the in-memory turn control. Trio's mock clock jumps ahead
+whenever every task waits, so a stalled stream times out at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+import trio.testing
+
+from toolloop.effects.interpreter import run_tool_loop
+from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.ports import Notice
+from toolloop.engine.config import load_config
+from toolloop.engine.events import Event
+from toolloop.engine.step import Step
+from toolloop.engine.trace import Trace, TraceStep
+from toolloop.states import IterationState
+from toolloop.tools.report import report
+from toolloop.tools.scenario import Scenario
+from toolloop.tools.scripted import scripted_ports
+
+
+def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnControl]:
+    """Run `scenario` once; the simulate document, the trace and the final turn control."""
+    loaded = load_config(scenario.env)
+    steps: list[TraceStep] = []
+    control = MemoryTurnControl()
+    channel = RecordingChannel()
+    outcome: dict[str, BaseException | None] = {"raised": None}
+
+    async def main() -> None:
+        provider, registry = scripted_ports(scenario, control)
+        try:
+            await run_tool_loop(
+                turn=scenario.turn,
+                config=loaded.config,
+                provider=provider,
+                registry=registry,
+                channel=channel,
+                control=control,
+                observer=_recorder(steps),
+            )
+        except Exception as error:  # the scenario ran; what it raised is part of its output
+            outcome["raised"] = error
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    trace = Trace(config=loaded.config, turn=scenario.turn, steps=tuple(steps))
+    notices = [_notice_json(notice) for notice in channel.every_notice]
+    document = report(
+        trace, notices=notices, config_warnings=loaded.warnings, raised=outcome["raised"]
+    )
+    return document, trace, control
+
+
+def _recorder(steps: list[TraceStep]) -> Callable[[IterationState, Event, Step], None]:
+    def record(before: IterationState, event: Event, out: Step) -> None:
+        steps.append(
+            TraceStep(
+                event=event,
+                effects=out.effects,
+                move=out.move,
+                source=before.phase,
+                dest=out.state.phase,
+            )
+        )
+
+    return record
+
+
+def _notice_json(notice: Notice) -> dict[str, Any]:
+    return {
+        "key": notice.key,
+        "level": notice.level,
+        "hidden": notice.hidden,
+        "iteration": notice.iteration,
+    }

@@ -21,7 +21,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import anyio
 import attrs
@@ -29,8 +29,7 @@ import jsonschema
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
-if TYPE_CHECKING:
-    from toolloop.effects.ports import ToolInvocation
+from toolloop.effects.ports import ToolInvocation
 from toolloop.states import (
     ApiFamily,
     FunctionCall,
@@ -58,6 +57,15 @@ class ToolCall:
     """The turn as the engine describes it (SPEC 6 step 3)."""
     invocation: ToolInvocation
     """The interpreter's handles: the turn's kill signal and progress notices."""
+
+    @property
+    def killed(self) -> anyio.Event:
+        """Set when the turn is killed: wait on it to cancel the tool's own I/O."""
+        return self.invocation.killed
+
+    async def notify(self, text: str) -> None:
+        """Send a progress notice (dropped when the turn suppresses them)."""
+        await self.invocation.notify(text)
 
 
 ToolReturn: TypeAlias = ToolResult | JsonObject | None
@@ -122,6 +130,8 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool] = {}
         self._recent: collections.deque[ToolExecution] = collections.deque(maxlen=RING_SIZE)
+        self._providers: dict[str, ProviderDescriptor] = {}
+        """The descriptors `specs` was asked about, by name: `execute` only gets the name."""
 
     def register(
         self,
@@ -171,6 +181,7 @@ class ToolRegistry:
 
     def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:
         """The tools the provider supports, in registration order."""
+        self._providers[provider.name] = provider
         return tuple(tool.spec for tool in self._tools.values() if tool.supports(provider))
 
     def requires_follow_up(
@@ -215,13 +226,21 @@ class ToolRegistry:
         if tool is None:
             return _failure(self._unknown(call.name))
         args = {} if call.args is None else call.args
-        refusal = _refusal(tool, context, args)
+        refusal = _refusal(tool, context, args, self._provider_named(context.provider_name))
         if refusal is not None:
             return _failure(refusal)
         running.ran = True
         return await _run(
             tool, args, ToolCall(name=call.name, context=context, invocation=invocation)
         )
+
+    def _provider_named(self, name: str) -> ProviderDescriptor:
+        """The provider of the call: the interpreter asks `specs` for it before every stream.
+
+        A name `specs` never saw (a direct `execute`) stands for itself with the
+        default API family.
+        """
+        return self._providers.get(name) or ProviderDescriptor(name=name)
 
     def _unknown(self, name: str) -> str:
         known = ", ".join(self._tools) or "none"
@@ -241,10 +260,12 @@ class ToolRegistry:
         )
 
 
-def _refusal(tool: RegisteredTool, context: ToolContext, args: JsonObject) -> str | None:
+def _refusal(
+    tool: RegisteredTool, context: ToolContext, args: JsonObject, provider: ProviderDescriptor
+) -> str | None:
     """Why a gate or the schema refuses the call, in the order SPEC 6 step 6 gives."""
     name = tool.spec.name
-    if not tool.supports(_provider_of(context)):
+    if not tool.supports(provider):
         return f'tool "{name}" is not available for provider {context.provider_name}'
     if name in context.unavailable_for_turn or not tool.available(context):
         return f'tool "{name}" is not available for the current turn, do not retry it this turn'
@@ -252,11 +273,6 @@ def _refusal(tool: RegisteredTool, context: ToolContext, args: JsonObject) -> st
     if problems:
         return f'invalid arguments for tool "{name}": ' + "; ".join(problems)
     return None
-
-
-def _provider_of(context: ToolContext) -> ProviderDescriptor:
-    """The provider as far as the tool context names it (its API family is not in it)."""
-    return ProviderDescriptor(name=context.provider_name)
 
 
 async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolResult:

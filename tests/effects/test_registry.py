@@ -86,9 +86,7 @@ class Notices:
 
 
 def invocation(kill: anyio.Event | None = None) -> ToolInvocation:
-    return ToolInvocation(
-        provider=CUSTOM, kill=anyio.Event() if kill is None else kill, notify=Notices()
-    )
+    return ToolInvocation(killed=anyio.Event() if kill is None else kill, notify=Notices())
 
 
 async def execute(
@@ -159,10 +157,11 @@ class TestGates:
         result = await execute(registry, "web_search", {"query": 7})
         assert result.error is not None and "not available for the current turn" in result.error
 
-    async def test_provider_gate_reads_the_api_family(self) -> None:
-        """A tool restricted to an API family runs for that family."""
-        registry, runs = search_registry(providers=[ApiFamily.CUSTOM])
-        assert (await execute(registry, "web_search", {"query": "x"})).success
+    async def test_provider_gate_reads_the_api_family_of_the_streaming_provider(self) -> None:
+        """The family of the provider `specs` was asked about decides, as in a real turn."""
+        registry, runs = search_registry(providers=[ApiFamily.NOVELAI])
+        assert [spec.name for spec in registry.specs(NOVELAI)] == ["web_search"]
+        assert (await execute(registry, "web_search", {"query": "x"}, provider_name="nai")).success
         assert runs == [{"query": "x"}]
 
 
@@ -348,7 +347,7 @@ class TestRunning:
 
         @registry.tool(name="wait_for_kill")
         async def wait_for_kill(args: JsonObject, call: ToolCall) -> JsonObject:
-            await call.invocation.kill.wait()
+            await call.killed.wait()
             return {"stopped": True}
 
         async with anyio.create_task_group() as group:
@@ -356,6 +355,22 @@ class TestRunning:
             group.start_soon(_set_soon, kill)
             result = await registry.execute(call, context(), invocation(kill))
         assert result.data == {"stopped": True}
+
+    async def test_tool_sends_progress_notices_through_the_invocation(self) -> None:
+        """`call.notify` is the interpreter's progress notice."""
+        registry = ToolRegistry()
+
+        @registry.tool(name="slow")
+        async def slow(args: JsonObject, call: ToolCall) -> None:
+            await call.notify("Still searching...")
+
+        notices = Notices()
+        await registry.execute(
+            FunctionCall(name="slow"),
+            context(),
+            ToolInvocation(killed=anyio.Event(), notify=notices),
+        )
+        assert notices.sent == ["Still searching..."]
 
     async def test_tool_receives_its_context(self) -> None:
         """The tool is told its name and the turn's context."""

@@ -1,7 +1,9 @@
 """The `toolloop` command line: a thin dispatcher, each command's logic lives in its module.
 
-Commands: `toolloop diagram` (`toolloop.specs.diagram`) and `toolloop specs
-paths` (`toolloop.specs.paths`). Add a command with a `_add_<name>` function
+Commands: `toolloop simulate` (`toolloop.tools.simulate`), `toolloop replay`
+(`toolloop.engine.trace`), `toolloop demo` (`toolloop.tools.demo`), `toolloop
+diagram` (`toolloop.specs.diagram`) and `toolloop specs paths`
+(`toolloop.specs.paths`). Add a command with a `_add_<name>` function
 that registers its parser and sets `run` to a function of the parsed arguments
 returning the exit status.
 """
@@ -9,11 +11,14 @@ returning the exit status.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from toolloop.specs import diagram, paths
+from toolloop.engine.trace import TraceError, dump_lines, load_lines, replay
+from toolloop.specs import diagram, invariants, paths
+from toolloop.tools.scenario import ScenarioError, load_scenario
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -36,9 +41,66 @@ def _diagram(args: argparse.Namespace) -> int:
     return 0
 
 
+def _simulate(args: argparse.Namespace) -> int:
+    from toolloop.tools.simulate import simulate
+
+    try:
+        scenario = load_scenario(args.scenario)
+    except ScenarioError as error:
+        return _fail("simulate", str(error))
+    document, trace, _ = simulate(scenario)
+    if args.trace is not None:
+        args.trace.write_text("".join(f"{line}\n" for line in dump_lines(trace)), "utf-8")
+    print(json.dumps(document, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    try:
+        trace = load_lines(args.trace.read_text("utf-8").splitlines())
+    except (OSError, TraceError) as error:
+        return _fail("replay", f"{args.trace}: {error}")
+    problems = replay(trace)
+    if args.check:
+        problems += invariants.check(trace)
+    for problem in problems:
+        print(f"{args.trace}: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"{args.trace}: {len(trace.steps)} steps replayed, same effects")
+    return 1 if problems else 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from toolloop.tools.demo import demo
+
+    return demo(base_url=args.base_url, model=args.model, verbatim=args.verbatim)
+
+
 def _specs_paths(args: argparse.Namespace) -> int:
     print(paths.print_paths(args.out))
     return 0
+
+
+def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("simulate", help="run a scenario file on a virtual clock")
+    parser.add_argument("scenario", type=Path)
+    parser.add_argument("--trace", type=Path, help="also write the trace here as JSON lines")
+    parser.set_defaults(run=_simulate)
+
+
+def _add_replay(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("replay", help="run a trace again through the engine alone")
+    parser.add_argument("trace", type=Path)
+    parser.add_argument("--check", action="store_true", help="also check the loop invariants")
+    parser.set_defaults(run=_replay)
+
+
+def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("demo", help="a whole tool-calling conversation over HTTP")
+    parser.add_argument("--base-url", help="an OpenAI-compatible endpoint (key: OPENAI_API_KEY)")
+    parser.add_argument("--model", default=None, help="the model name at --base-url")
+    parser.add_argument("--verbatim", action="store_true", help="recover tool calls from text")
+    parser.set_defaults(run=_demo)
 
 
 def _add_diagram(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,6 +123,9 @@ def parser() -> argparse.ArgumentParser:
     """The `toolloop` argument parser with every command."""
     root = argparse.ArgumentParser(prog="toolloop", description=__doc__.splitlines()[0])
     commands = root.add_subparsers(dest="command", required=True)
+    _add_simulate(commands)
+    _add_replay(commands)
+    _add_demo(commands)
     _add_diagram(commands)
     _add_specs(commands)
     return root

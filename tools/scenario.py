@@ -32,7 +32,6 @@ from toolloop.states import (
 )
 
 E = TypeVar("E", bound=enum.Enum)
-T = TypeVar("T")
 
 
 class ScenarioError(ValueError):

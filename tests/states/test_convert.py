@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 from hypothesis import given
+
+from tests.engine.drive import Run
+from tests.engine.test_properties import attempts
 from toolloop.engine.effects import Effect
 from toolloop.engine.events import Event
 from toolloop.states import FunctionCall, IterationState, StreamError, StreamResult, StreamStatus
 from toolloop.states.convert import from_json, to_json
-
-from tests.engine.drive import Run
-from tests.engine.test_properties import attempts
 
 
 @given(run=attempts)

@@ -130,7 +130,6 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool] = {}
         self._recent: collections.deque[ToolExecution] = collections.deque(maxlen=RING_SIZE)
-        self._providers: dict[str, ProviderDescriptor] = {}
         """The descriptors `specs` was asked about, by name: `execute` only gets the name."""
 
     def register(
@@ -181,7 +180,6 @@ class ToolRegistry:
 
     def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:
         """The tools the provider supports, in registration order."""
-        self._providers[provider.name] = provider
         return tuple(tool.spec for tool in self._tools.values() if tool.supports(provider))
 
     def requires_follow_up(
@@ -226,21 +224,13 @@ class ToolRegistry:
         if tool is None:
             return _failure(self._unknown(call.name))
         args = {} if call.args is None else call.args
-        refusal = _refusal(tool, context, args, self._provider_named(context.provider_name))
+        refusal = _refusal(tool, context, args, context.provider)
         if refusal is not None:
             return _failure(refusal)
         running.ran = True
         return await _run(
             tool, args, ToolCall(name=call.name, context=context, invocation=invocation)
         )
-
-    def _provider_named(self, name: str) -> ProviderDescriptor:
-        """The provider of the call: the interpreter asks `specs` for it before every stream.
-
-        A name `specs` never saw (a direct `execute`) stands for itself with the
-        default API family.
-        """
-        return self._providers.get(name) or ProviderDescriptor(name=name)
 
     def _unknown(self, name: str) -> str:
         known = ", ".join(self._tools) or "none"

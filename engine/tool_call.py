@@ -51,7 +51,7 @@ def tool_context(turn: TurnSettings, iteration: int, memory_updated: bool) -> To
         user_id=turn.user_id,
         guild_id=turn.guild_id,
         locale=turn.locale,
-        provider_name=turn.provider.name,
+        provider=turn.provider,
         persona_name=turn.persona.name,
         user_impersonation=turn.user_impersonation,
         iteration=iteration,

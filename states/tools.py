@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from toolloop.states.calls import FunctionCall, JsonObject
+from toolloop.states.turn import ProviderDescriptor
 
 
 @attrs.frozen(kw_only=True)
@@ -51,7 +52,8 @@ class ToolContext:
     user_id: str
     guild_id: str | None
     locale: str
-    provider_name: str
+    provider: ProviderDescriptor
+    """The provider streaming this turn: its API family decides the provider gate."""
     persona_name: str
     user_impersonation: bool
     iteration: int
@@ -61,6 +63,11 @@ class ToolContext:
     """The chain is long (iteration >= 20): progress notices mention `/kill`."""
     unavailable_for_turn: frozenset[str] = frozenset()
     """Tools the registry must refuse as not available for the current turn."""
+
+    @property
+    def provider_name(self) -> str:
+        """The streaming provider's name, as error messages show it."""
+        return self.provider.name
 
 
 @attrs.frozen(kw_only=True)

@@ -135,7 +135,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; the exit status is its return value."""
     args = parser().parse_args(argv)
     run: Command = args.run
-    return run(args)
+    try:
+        return run(args)
+    except BrokenPipeError:  # `toolloop simulate x.json | head`: the reader left, not an error
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

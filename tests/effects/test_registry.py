@@ -65,7 +65,7 @@ def context(**changes: Any) -> ToolContext:
         user_id="u",
         guild_id=None,
         locale="en",
-        provider_name="local",
+        provider=ProviderDescriptor(name="local"),
         persona_name="Tomo",
         user_impersonation=False,
         iteration=0,
@@ -158,10 +158,10 @@ class TestGates:
         assert result.error is not None and "not available for the current turn" in result.error
 
     async def test_provider_gate_reads_the_api_family_of_the_streaming_provider(self) -> None:
-        """The family of the provider `specs` was asked about decides, as in a real turn."""
+        """The family of the context's provider decides, as in a real turn."""
         registry, runs = search_registry(providers=[ApiFamily.NOVELAI])
         assert [spec.name for spec in registry.specs(NOVELAI)] == ["web_search"]
-        assert (await execute(registry, "web_search", {"query": "x"}, provider_name="nai")).success
+        assert (await execute(registry, "web_search", {"query": "x"}, provider=NOVELAI)).success
         assert runs == [{"query": "x"}]
 
 

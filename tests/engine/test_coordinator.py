@@ -34,7 +34,7 @@ class TestIterations:
         """The still-working warning goes out once, with iteration 20, on a long chain."""
         run = drive([call()], [ok()], config=LoopConfig(max_function_call_iterations=30))
         sent = notices(run, NoticeKey.STILL_WORKING)
-        assert [(n.iteration, n.level.value) for n in sent] == [(20, "warning")]
+        assert [(n.iteration, n.level.value, n.hidden) for n in sent] == [(20, "warning", False)]
 
     def test_still_working_notice_needs_surfaced_user_errors(self) -> None:
         """A turn that does not surface user errors gets no still-working notice."""

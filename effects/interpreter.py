@@ -1,20 +1,25 @@
 """The interpreter: carries out the effects of `step` against the ports, and owns all timing.
 
 `run_tool_loop` starts the pure core with `TurnStarted`, performs each step's
-effects in order and answers the awaited one with the next event. It makes no
-decision of its own beyond the timing rules of SPEC 5 and 6:
+effects in order (a type-to-performer table) and answers the awaited one with
+the next event. It makes no decision of its own beyond the timing rules of
+SPEC 5 and 6:
 
 * stage 01: a rolling inactivity deadline that every `sink.progress()` pushes
-  back (a float assignment, so progress stays cheap), a kill handle that ends
-  the call at once, and the bounded settle of an abandoned call;
-* stage 02: a fresh tool timeout per call and the kill race. A tool that
-  ignores cancellation is abandoned to the loop's own task group: its failure
-  is reported when the deadline passes or the kill comes, and the loop waits
-  for it only when the attempt is over, so nothing outlives `run_tool_loop`.
+  back (one float assignment: moving a cancel scope's deadline costs ~6 µs on
+  trio, so the waiter re-arms lazily when the old deadline passes), a kill
+  handle that ends the call at once, and the bounded settle of an abandoned
+  call;
+* stage 02: a fresh tool timeout per call and the kill race. The tool runs in
+  the loop's own task group, so a tool that ignores cancellation (a shield, a
+  blocking cleanup) cannot hold the loop up: its failure is reported when the
+  deadline passes or the kill comes, the loop goes on, and `run_tool_loop`
+  waits for the straggler only once the attempt is over, so nothing outlives
+  it. How long that last wait lasts is up to the tool.
 
 Everything it registers (kill handles) is deregistered on every path, outside
-cancellation included. Written against anyio only: it runs on trio and is
-simply awaited by an asyncio bot.
+cancellation included, and a sink goes inert when its call is over. Written
+against anyio only: it runs on trio and is simply awaited by an asyncio bot.
 """
 
 from __future__ import annotations
@@ -55,13 +60,14 @@ from toolloop.states import (
     StreamError,
     StreamResult,
     StreamStatus,
+    ToolContext,
     ToolResult,
     TurnSettings,
 )
 
 log = logging.getLogger("toolloop")
 Observer = Callable[[IterationState, Event, Step], None]
-"""Called after every step with the state before it, the event and the step."""
+"""Called after every step with the state before it, the event and the step (its effects)."""
 
 
 class ToolLoopError(RuntimeError):
@@ -86,7 +92,11 @@ async def run_tool_loop(
     verbatim: bool = False,
     observer: Observer | None = None,
 ) -> GenerationTurnResult:
-    """Run one generation attempt to its result (or its `ToolLoopError`)."""
+    """Run one generation attempt to its result (or its `ToolLoopError`).
+
+    `catalog` defaults to the shipped notices, `stash` to an empty stash (a bot
+    passes the one its enrichment tools put items into).
+    """
     failure: Exception | None = None
     async with anyio.create_task_group() as stragglers:
         interpreter = _Interpreter(
@@ -114,23 +124,34 @@ async def run_tool_loop(
 
 
 class _Sink:
-    """What the provider reports to: progress pushes the deadline back, text goes out."""
+    """What the provider reports to: progress pushes the deadline back, text goes out.
 
-    __slots__ = ("_channel", "_reply_to", "_suppressed", "_timeout", "deadline", "parts")
+    Inert once its call is over (`close`): a straggling provider can no longer
+    write to the channel nor keep a timer alive.
+    """
+
+    __slots__ = ("_channel", "_reply_to", "_suppressed", "_timeout", "deadline", "open", "parts")
 
     def __init__(self, channel: Channel, reply_to: str | None, suppressed: bool, timeout: float):
         self._channel, self._reply_to, self._suppressed = channel, reply_to, suppressed
         self._timeout = timeout
         self.deadline = anyio.current_time() + timeout
         self.parts: list[str] = []
+        self.open = True
 
     def progress(self) -> None:
         self.deadline = anyio.current_time() + self._timeout
 
     async def deliver(self, text: str) -> None:
+        if not self.open:
+            return
         self.parts.append(text)
         if not self._suppressed:
             await self._channel.send_text(text, reply_to=self._reply_to)
+
+    def close(self) -> None:
+        self.open = False
+        self.deadline = float("inf")
 
     @property
     def text(self) -> str:
@@ -139,6 +160,8 @@ class _Sink:
 
 @attrs.define(kw_only=True)
 class _Interpreter:
+    """One attempt's ports and settings; `run` is the loop, the rest are performers."""
+
     turn: TurnSettings
     config: LoopConfig
     provider: Provider
@@ -166,24 +189,21 @@ class _Interpreter:
                 return last.result
             if isinstance(last, fx.RaiseError):
                 raise ToolLoopError(last.kind, last.message)
-            event = await self._answer(last)
+            event = _answer(last, await self._perform(last))
 
-    async def _answer(self, effect: fx.Effect) -> Event:
-        if isinstance(effect, fx.StreamOnce):
-            result = await self._stream_once(effect)
-            return StreamEnded(result=result, stop=self.control.pending_request())
-        if isinstance(effect, fx.DispatchTool):
-            return await self._dispatch(effect)
-        if isinstance(effect, fx.TakeStashedContext):
-            return StashTaken(item=self.stash.take(effect.key))
-        raise TypeError(
-            f"{type(effect).__name__} is not an awaited effect: the engine and the "
-            "interpreter disagree on the effect vocabulary (see toolloop.engine.effects.AWAITED)"
-        )
+    async def _perform(self, effect: fx.Effect) -> Event | None:
+        performer = _PERFORMERS.get(type(effect))
+        if performer is None:
+            raise TypeError(
+                f"received unrecognized effect {type(effect).__name__} ({effect!r}): "
+                "is the engine newer than this interpreter, or was a final effect "
+                "(Finish, RaiseError) placed before the end of a step?"
+            )
+        return await performer(self, effect)
 
     # -- stage 01 --------------------------------------------------------------------------
 
-    async def _stream_once(self, effect: fx.StreamOnce) -> StreamResult:
+    async def _stream_once(self, effect: fx.StreamOnce) -> StreamEnded:
         timeout = self.config.stream_sdk_call_timeout_ms / 1000
         sink = _Sink(self.channel, self.reply_to, effect.suppress_text_output, timeout)
         request = StreamRequest(
@@ -194,45 +214,41 @@ class _Interpreter:
             verbatim=self.verbatim,
         )
         call = _Call(self.provider.stream(request, sink))
-        killed = False
-
-        def kill() -> None:
-            nonlocal killed
-            killed = True
-            call.scope.cancel()
-            call.done.set()
-
-        self.control.register_kill(kill)
-        ended: StreamResult | None = None
+        self.control.register_kill(call.kill)
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(call.run)
                 await _wait_rolling(call.done, sink)
-                if killed:
-                    ended = _stopped(sink)
-                elif not call.finished:
-                    ended = await self._abandon(call, sink, effect.iteration)
+                ended = await self._ended(call, sink, effect.iteration)
                 call.scope.cancel()
         finally:
-            self.control.deregister_kill(kill)
-        return ended or call.result()
+            self.control.deregister_kill(call.kill)
+            sink.close()
+        return StreamEnded(result=ended or call.result(), stop=self.control.pending_request())
+
+    async def _ended(self, call: _Call, sink: _Sink, iteration: int) -> StreamResult | None:
+        """The result decided here (kill, inactivity), or None for the provider's own."""
+        if call.killed:
+            return _stopped(sink)
+        if call.finished:
+            return None
+        return await self._abandon(call, sink, iteration)
 
     async def _abandon(self, call: _Call, sink: _Sink, iteration: int) -> StreamResult:
-        """The stream went silent: a stop wins at once, else settle, notice, `timeout`."""
+        """The stream went silent: a stop wins at once, else settle, notice, `timeout`.
+
+        A kill during the settle also ends it as `stopped_by_user`, without the notice.
+        """
         if self.control.pending_request() is StopRequest.STOP:
             return _stopped(sink)
         with anyio.move_on_after(self.config.stream_abandoned_settle_timeout_ms / 1000):
             await call.done.wait()
+        if call.killed:
+            return _stopped(sink)
         seconds = _seconds(self.config.stream_sdk_call_timeout_ms)
         if not self.turn.suppress_user_errors:
-            await self._notice(
-                fx.SendNotice(
-                    key=fx.NoticeKey.STREAM_INACTIVITY_TIMEOUT,
-                    level=fx.Level.WARNING,
-                    iteration=iteration,
-                    details={"seconds": seconds},
-                )
-            )
+            details = {"seconds": seconds}
+            await self._notice(_inactivity_notice(iteration, details))
         error = StreamError(type="timeout", message=f"no data from the provider for {seconds} s")
         return StreamResult(status=StreamStatus.TIMEOUT, accumulated_text=sink.text, data=error)
 
@@ -246,30 +262,16 @@ class _Interpreter:
         started = anyio.current_time()
         call = _Call(self.registry.execute(effect.call, context, invocation))
         timeout_ms = self.config.tool_execution_timeout_ms
-        killed = False
-
-        def kill() -> None:
-            nonlocal killed
-            killed = True
-            call.scope.cancel()
-            call.done.set()
-
-        self.control.register_kill(kill)
+        self.control.register_kill(call.kill)
         try:
             self.stragglers.start_soon(call.run)
             with anyio.move_on_after(timeout_ms / 1000):
                 await call.done.wait()
         finally:
-            self.control.deregister_kill(kill)
-        if killed:
-            result = _failure(f"Tool {name} was killed")
-        elif call.finished:
-            result = call.tool_result()
-        else:
-            call.scope.cancel()
-            result = _failure(f"Tool {name} timed out after {_seconds(timeout_ms)} s")
+            self.control.deregister_kill(call.kill)
+            call.scope.cancel()  # a no-op for a finished tool; a straggler is abandoned
         return ToolSettled(
-            result=result,
+            result=_settled(call, name, timeout_ms),
             requires_follow_up=self.registry.requires_follow_up(
                 name, self.provider.descriptor, self.provider.descriptor.server
             ),
@@ -277,13 +279,13 @@ class _Interpreter:
             stop=self.control.pending_request(),
         )
 
-    def _progress_notice(self, context: Any) -> Callable[[str], Awaitable[None]]:
+    def _progress_notice(self, context: ToolContext) -> Callable[[str], Awaitable[None]]:
         async def notify(text: str) -> None:
             if context.suppress_progress_notices:
                 return
             notice = Notice(
                 key="tool_progress",
-                level="info",
+                level=fx.Level.INFO.value,
                 text=text,
                 hidden=False,
                 iteration=context.iteration,
@@ -293,51 +295,23 @@ class _Interpreter:
 
         return notify
 
-    # -- fire-and-forget effects -----------------------------------------------------------
+    async def _take_stash(self, effect: fx.TakeStashedContext) -> StashTaken:
+        return StashTaken(item=self.stash.take(effect.key))
 
-    async def _perform(self, effect: fx.Effect) -> None:
-        control = self.control
-        match effect:
-            case fx.SendNotice():
-                await self._notice(effect)
-            case fx.Log():
-                log.log(_LEVELS[effect.level], effect.message, extra={"fields": effect.fields})
-            case fx.ResetFollowUpCount():
-                control.reset_follow_up_count()
-            case fx.IncrementFollowUpCount():
-                control.increment_follow_up_count()
-            case fx.QueueStopResponse():
-                control.queue_stop_response()
-            case fx.ClearStopRequest():
-                control.clear_stop_request()
-            case fx.MarkToolChainActive():
-                control.set_tool_chain_active()
-            case fx.CountToolUsage():
-                control.count_tool_usage(effect.name)
-            case fx.RetainAffordance():
-                control.retain_affordance(effect.name)
-            case fx.SetTextSuppression():
-                pass  # carried by the next StreamOnce, which builds the sink
-            case _:
-                raise TypeError(
-                    f"received unrecognized effect {type(effect).__name__}: is the engine "
-                    "newer than this interpreter?"
-                )
+    # -- notices ---------------------------------------------------------------------------
 
     async def _notice(self, effect: fx.SendNotice) -> None:
         details = dict(effect.details)
-        if effect.key is fx.NoticeKey.TOOL_CALL_FAILED:
-            details["args"] = self.registry.redact(
-                str(details.get("tool_name")), details.get("args")
-            )
+        failed = effect.key is fx.NoticeKey.TOOL_CALL_FAILED
+        if failed:
+            tool = str(details.get("tool_name"))
+            details["args"] = self.registry.redact(tool, details.get("args"))
         details.setdefault("iteration", effect.iteration)
         text = self.catalog.render(effect.key.value, self.turn.locale, details)
-        if effect.key is fx.NoticeKey.TOOL_CALL_FAILED:
-            text = text[:NOTICE_LIMIT]
         notice = Notice(
             key=effect.key.value,
             level=effect.level.value,
-            text=text,
+            text=text[:NOTICE_LIMIT] if failed else text,
             hidden=effect.hidden,
             iteration=effect.iteration,
             identity=self._identity(),
@@ -353,19 +327,79 @@ class _Interpreter:
             log.exception("could not send the %s notice", notice.key)
 
     def _identity(self) -> str | None:
+        """The persona's webhook identity; None (the bot's own) under user impersonation."""
         return None if self.turn.user_impersonation else self.turn.persona.name
+
+    # -- fire-and-forget effects on the turn control ---------------------------------------
+
+    async def _log(self, effect: fx.Log) -> None:
+        log.log(_LEVELS[effect.level], effect.message, extra={"fields": effect.fields})
+
+    async def _reset_follow_up(self, effect: fx.ResetFollowUpCount) -> None:
+        self.control.reset_follow_up_count()
+
+    async def _increment_follow_up(self, effect: fx.IncrementFollowUpCount) -> None:
+        self.control.increment_follow_up_count()
+
+    async def _queue_stop_response(self, effect: fx.QueueStopResponse) -> None:
+        self.control.queue_stop_response()
+
+    async def _clear_stop(self, effect: fx.ClearStopRequest) -> None:
+        self.control.clear_stop_request()
+
+    async def _mark_chain(self, effect: fx.MarkToolChainActive) -> None:
+        self.control.set_tool_chain_active()
+
+    async def _count_usage(self, effect: fx.CountToolUsage) -> None:
+        self.control.count_tool_usage(effect.name)
+
+    async def _retain(self, effect: fx.RetainAffordance) -> None:
+        self.control.retain_affordance(effect.name)
+
+    async def _suppress_text(self, effect: fx.SetTextSuppression) -> None:
+        """Nothing to do: the next StreamOnce carries the flag and its sink obeys it."""
+
+
+Performer = Callable[[_Interpreter, Any], Awaitable[Event | None]]
+_PERFORMERS: dict[type[Any], Performer] = {
+    fx.StreamOnce: _Interpreter._stream_once,
+    fx.DispatchTool: _Interpreter._dispatch,
+    fx.TakeStashedContext: _Interpreter._take_stash,
+    fx.SendNotice: _Interpreter._notice,
+    fx.Log: _Interpreter._log,
+    fx.ResetFollowUpCount: _Interpreter._reset_follow_up,
+    fx.IncrementFollowUpCount: _Interpreter._increment_follow_up,
+    fx.QueueStopResponse: _Interpreter._queue_stop_response,
+    fx.ClearStopRequest: _Interpreter._clear_stop,
+    fx.MarkToolChainActive: _Interpreter._mark_chain,
+    fx.CountToolUsage: _Interpreter._count_usage,
+    fx.RetainAffordance: _Interpreter._retain,
+    fx.SetTextSuppression: _Interpreter._suppress_text,
+}
+"""Every effect but the final ones; the awaited ones (`fx.AWAITED`) return the next event."""
+
+
+def _answer(effect: fx.Effect, event: Event | None) -> Event:
+    """The awaited effect's answer; a step ending in a fire-and-forget effect is a broken core."""
+    if event is None:
+        raise TypeError(
+            f"a step ended with {type(effect).__name__}, which answers nothing: a step "
+            "must end with an awaited or a final effect (toolloop.engine.effects.AWAITED, FINAL)"
+        )
+    return event
 
 
 class _Call:
     """One awaitable run in its own cancel scope, with its outcome kept for the waiter."""
 
-    __slots__ = ("_awaitable", "_error", "_value", "done", "finished", "scope")
+    __slots__ = ("_awaitable", "_error", "_value", "done", "finished", "killed", "scope")
 
     def __init__(self, awaitable: Awaitable[Any]) -> None:
         self._awaitable = awaitable
         self.scope = anyio.CancelScope()
         self.done = anyio.Event()
         self.finished = False
+        self.killed = False
         self._value: Any = None
         self._error: Exception | None = None
 
@@ -380,16 +414,16 @@ class _Call:
         if not self.finished:
             _close(self._awaitable)
 
-    def result(self) -> StreamResult:
+    def kill(self) -> None:
+        """The kill handle: cancel the call and release its waiter, both at once."""
+        self.killed = True
+        self.scope.cancel()
+        self.done.set()
+
+    def result(self) -> Any:
+        """What the awaitable returned; what it raised is raised again here (a port failed)."""
         if self._error is not None:
             raise self._error
-        assert isinstance(self._value, StreamResult)
-        return self._value
-
-    def tool_result(self) -> ToolResult:
-        if self._error is not None:
-            return _failure(f"{type(self._error).__name__}: {self._error}")
-        assert isinstance(self._value, ToolResult)
         return self._value
 
 
@@ -403,7 +437,27 @@ async def _wait_rolling(done: anyio.Event, sink: _Sink) -> None:
             await done.wait()
 
 
+def _settled(call: _Call, name: str, timeout_ms: int) -> ToolResult:
+    """The tool's result, or the failure of the kill or the timeout that ended it."""
+    if call.killed:
+        return _failure(f"Tool {name} was killed")
+    if not call.finished:
+        return _failure(f"Tool {name} timed out after {_seconds(timeout_ms)} s")
+    result: ToolResult = call.result()
+    return result
+
+
+def _inactivity_notice(iteration: int, details: dict[str, Any]) -> fx.SendNotice:
+    return fx.SendNotice(
+        key=fx.NoticeKey.STREAM_INACTIVITY_TIMEOUT,
+        level=fx.Level.WARNING,
+        iteration=iteration,
+        details=details,
+    )
+
+
 def _close(awaitable: Awaitable[Any]) -> None:
+    """Close a coroutine cancelled before it started, so it is not reported as never awaited."""
     close = getattr(awaitable, "close", None)
     if close is not None:
         close()
@@ -418,8 +472,9 @@ def _failure(error: str) -> ToolResult:
 
 
 def _seconds(milliseconds: int) -> str:
-    """`300` for 300000 ms, `12.5` for 12500 ms."""
-    return f"{milliseconds / 1000:g}"
+    """`300` for 300000 ms, `12.5` for 12500 ms: no trailing `.0` when whole."""
+    seconds = milliseconds / 1000
+    return str(int(seconds)) if seconds.is_integer() else str(seconds)
 
 
 _LEVELS = {

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from toolloop.engine.effects import NoticeKey
+
+REQUIRED = frozenset(key.value for key in NoticeKey)
+"""Every notice of SPEC 9, which the English texts must all have."""
 NOTICE_LIMIT = 1800
 """The failed-tool notice is cut to this many characters."""
 
@@ -15,20 +20,23 @@ class NoticeCatalog:
     """Localized notice texts; a missing locale or key falls back to English."""
 
     def __init__(self, texts: Mapping[str, Mapping[str, str]]) -> None:
-        if "en" not in texts:
-            raise ValueError("a notice catalog needs the English texts (locale 'en')")
+        missing = sorted(REQUIRED - set(texts.get("en", {})))
+        if missing:
+            raise ValueError(
+                f"a notice catalog needs every notice in English (locale 'en'); missing: {missing}"
+            )
         self._texts = texts
 
     @classmethod
     def default(cls) -> NoticeCatalog:
-        """The catalog shipped with toolloop (`notices.json`)."""
-        source = resources.files("toolloop.effects").joinpath("notices.json").read_text("utf-8")
-        return cls(json.loads(source))
+        """The catalog shipped with toolloop (`notices.json`), read once per process."""
+        return _shipped()
 
     def render(self, key: str, locale: str, details: Mapping[str, Any]) -> str:
         """The text of `key` in `locale` (or English), filled from `details`."""
-        texts = self._texts.get(locale, {})
-        template = texts.get(key) or self._texts["en"][key]
+        template = self._texts.get(locale, {}).get(key) or self._texts["en"].get(key)
+        if template is None:
+            raise KeyError(f"no notice {key!r} in the catalog (known: {sorted(self._texts['en'])})")
         return template.format_map(_Fill(details))
 
     def locales(self) -> frozenset[str]:
@@ -36,6 +44,12 @@ class NoticeCatalog:
 
     def keys(self, locale: str) -> frozenset[str]:
         return frozenset(self._texts.get(locale, {}))
+
+
+@functools.cache
+def _shipped() -> NoticeCatalog:
+    source = resources.files("toolloop.effects").joinpath("notices.json").read_text("utf-8")
+    return NoticeCatalog(json.loads(source))
 
 
 class _Fill(dict[str, Any]):

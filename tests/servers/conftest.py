@@ -70,10 +70,25 @@ def _require(ready: bool, what: str) -> None:
         )
 
 
+_START_TIMES: dict[str, float] = {}
+
+
 def _report(config: pytest.Config, what: str, seconds: float) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"[servers] {what} started in {seconds:.2f}s")
+    del config
+    _START_TIMES[what] = seconds
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Report the recorded build times and this session's server start times."""
+    if not _START_TIMES:
+        return
+    terminalreporter.section("llama.cpp servers")
+    times = build.cache_dir() / "build-times.json"
+    if times.is_file():
+        for step, seconds in json.loads(times.read_text()).items():
+            terminalreporter.write_line(f"build (cached): {step}: {seconds:.0f}s")
+    for what, seconds in _START_TIMES.items():
+        terminalreporter.write_line(f"start: {what}: {seconds:.2f}s")
 
 
 @pytest.fixture(scope="session")

@@ -35,7 +35,6 @@ from tests.servers.harness import (
     start,
     stop,
 )
-from tests.servers.tiny_model import write_all
 
 HERE = Path(__file__).parent
 
@@ -94,6 +93,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Generate every tiny model into a temporary folder; map names to paths."""
+    from tests.servers.tiny_model import write_all
+
     return write_all(tmp_path_factory.mktemp("models"))
 
 

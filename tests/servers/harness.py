@@ -7,11 +7,13 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
-from tests.servers.tiny_model import MODELS, TinyModel
+if TYPE_CHECKING:  # gguf and numpy load only when the suite runs
+    from tests.servers.tiny_model import TinyModel
 
 LLAMA_CPP_PYTHON = "llama-cpp-python"
 LLAMA_SERVER = "llama-server"
@@ -89,6 +91,8 @@ class Endpoints:
 
     def get(self, server: str, model_name: str) -> Endpoint:
         """Return the endpoint serving ``model_name`` on ``server``."""
+        from tests.servers.tiny_model import MODELS
+
         model = next(m for m in MODELS if m.name == model_name)
         if server == LLAMA_CPP_PYTHON:
             running: RunningServer = self._request.getfixturevalue("llama_cpp_python")

@@ -17,6 +17,12 @@ so the greedy answer to any chat prompt is the concatenation of the pieces,
 streamed one piece per token. The pieces must be distinct, because a token has
 exactly one successor. A ChatML chat template is stored in the metadata.
 
+A *branch* is a second-best successor (half the logit): never taken greedily,
+but taken when a server's grammar forbids the first choice. That is how one
+model makes a valid forced tool call under each server's grammar (``WEATHER``).
+The tokenizer is SentencePiece ("llama") with byte fallback and no added space
+prefix, so any prompt tokenizes and the answer tokenizes back to its pieces.
+
 Usage: ``python -m tests.servers.tiny_model DIR`` writes every model of
 ``MODELS`` into DIR.
 """

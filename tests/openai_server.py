@@ -29,6 +29,8 @@ from typing import Any, NoReturn
 
 import attrs
 
+from toolloop.tools.model_server import DONE, end_body, send_head, send_json, sse_event, write_chunk
+
 #: Frames written back to back are joined into HTTP chunks of about this size.
 BATCH_BYTES = 64 * 1024
 #: How often a stalled reply looks for the client leaving, and the server for its stop.
@@ -81,9 +83,6 @@ class Reply:
     def without_finish_reason(self) -> Reply:
         """The same stream with every `finish_reason` set to null."""
         return attrs.evolve(self, frames=tuple(_unfinished(f) for f in self.frames))
-
-
-DONE = b"data: [DONE]\n\n"
 
 
 def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
@@ -163,11 +162,6 @@ def _unfinished(frame: Frame) -> Frame:
     return {**frame, "choices": choices}
 
 
-def encode(frame: dict[str, Any] | bytes) -> bytes:
-    """The SSE bytes of one frame."""
-    return frame if isinstance(frame, bytes) else b"data: " + json.dumps(frame).encode() + b"\n\n"
-
-
 @attrs.define(kw_only=True)
 class RecordedRequest:
     """What the server received, and whether the client left before the reply ended."""
@@ -216,19 +210,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, reply: Reply) -> None:
         if reply.error is not None:
-            payload = json.dumps({"error": reply.error}).encode()
-            self._head(reply.status, "application/json", length=len(payload))
-            self.wfile.write(payload)
+            send_json(self, reply.status, {"error": reply.error})
             return
-        self._head(reply.status, reply.content_type)
+        send_head(self, reply.status, reply.content_type)
         for batch in self._batches(reply):
             if isinstance(batch, Disconnect):
                 self.wfile.flush()
                 self.connection.shutdown(socket.SHUT_RDWR)
                 self.close_connection = True
                 return
-            self._write_chunk(batch)
-        self.wfile.write(b"0\r\n\r\n")
+            write_chunk(self.wfile, batch)
+        end_body(self.wfile)
 
     def _batches(self, reply: Reply) -> Iterator[bytes | Disconnect]:
         """The body as chunked writes: frames batched, delays and stalls honoured."""
@@ -244,7 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
             if isinstance(frame, Disconnect):
                 yield frame
                 return
-            data = encode(frame)
+            data = sse_event(frame)
             pending.append(data)
             size += len(data)
             if size >= BATCH_BYTES:
@@ -265,22 +257,6 @@ class _Handler(BaseHTTPRequestHandler):
         """Send nothing more, keeping the connection open until the client leaves."""
         self._wait(float("inf"))
         raise _Stopping
-
-    def _head(self, status: int, content_type: str, length: int | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        if length is None:
-            self.send_header("Transfer-Encoding", "chunked")
-            self.send_header("Cache-Control", "no-cache")
-        else:
-            self.send_header("Content-Length", str(length))
-        self.end_headers()
-
-    def _write_chunk(self, data: bytes) -> None:
-        if not data:
-            return
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
 
 
 class _Server(ThreadingHTTPServer):

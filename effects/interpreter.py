@@ -10,12 +10,14 @@ SPEC 5 and 6:
   trio, so the waiter re-arms lazily when the old deadline passes), a kill
   handle that ends the call at once, and the bounded settle of an abandoned
   call;
-* stage 02: a fresh tool timeout per call and the kill race. The tool runs in
-  the loop's own task group, so a tool that ignores cancellation (a shield, a
-  blocking cleanup) cannot hold the loop up: its failure is reported when the
-  deadline passes or the kill comes, the loop goes on, and `run_tool_loop`
-  waits for the straggler only once the attempt is over, so nothing outlives
-  it. How long that last wait lasts is up to the tool.
+* stage 02: a fresh tool timeout per call and the kill race.
+
+Provider calls and tools both run in the loop's own task group, so one that
+ignores cancellation (a shield, a blocking cleanup) cannot hold the loop up:
+its outcome is decided when the deadline passes or the kill comes, the loop
+goes on, and `run_tool_loop` waits for the straggler only once the attempt is
+over, so nothing outlives it. How long that last wait lasts is up to the
+straggler.
 
 Everything it registers (kill handles) is deregistered on every path, outside
 cancellation included, and a sink goes inert when its call is over. Written
@@ -214,15 +216,15 @@ class _Interpreter:
             verbatim=self.verbatim,
         )
         call = _Call(self.provider.stream(request, sink))
-        self.control.register_kill(call.kill)
+        kill = call.kill  # one bound method, so the deregistered handle is the registered one
+        self.control.register_kill(kill)
         try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(call.run)
-                await _wait_rolling(call.done, sink)
-                ended = await self._ended(call, sink, effect.iteration)
-                call.scope.cancel()
+            self.stragglers.start_soon(call.run)
+            await _wait_rolling(call.done, sink)
+            ended = await self._ended(call, sink, effect.iteration)
         finally:
-            self.control.deregister_kill(call.kill)
+            self.control.deregister_kill(kill)
+            call.scope.cancel()  # a no-op for a finished call; a straggler is abandoned
             sink.close()
         return StreamEnded(result=ended or call.result(), stop=self.control.pending_request())
 
@@ -262,13 +264,14 @@ class _Interpreter:
         started = anyio.current_time()
         call = _Call(self.registry.execute(effect.call, context, invocation))
         timeout_ms = self.config.tool_execution_timeout_ms
-        self.control.register_kill(call.kill)
+        kill = call.kill
+        self.control.register_kill(kill)
         try:
             self.stragglers.start_soon(call.run)
             with anyio.move_on_after(timeout_ms / 1000):
                 await call.done.wait()
         finally:
-            self.control.deregister_kill(call.kill)
+            self.control.deregister_kill(kill)
             call.scope.cancel()  # a no-op for a finished tool; a straggler is abandoned
         return ToolSettled(
             result=_settled(call, name, timeout_ms),

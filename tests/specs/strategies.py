@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from tests.engine.builders import call, ended
 from tests.engine.drive import Run, drive
+from tests.engine.strategies import TOOLS, texts
 from toolloop.engine.events import StopRequest
 from toolloop.states import (
     ApiFamily,
@@ -27,9 +28,6 @@ from toolloop.states import (
     Trigger,
     TurnSettings,
 )
-
-TOOLS = ["web_search", "update_short_term_memory", "select_sticker_for_response", "roll_dice"]
-texts = st.sampled_from(["", "  ", "Let me look.", "Sure!"])
 
 calls = st.builds(
     lambda name, text, truncated: call(name, {"q": "x"}, text=text, truncated=truncated),

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from toolloop.effects.interpreter import run_tool_loop
+from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.ports import Channel, Provider, ToolRegistry, TurnControl
 from toolloop.states import (
     ApiFamily,
@@ -39,7 +39,9 @@ class Attempt:
     """One model of the fallback chain: its provider and its configuration."""
 
     provider: Provider
+    """The model's adapter; its descriptor becomes the attempt's `TurnSettings.provider`."""
     config: LoopConfig = attrs.field(factory=LoopConfig)
+    """The limits this attempt's loop runs with."""
     verbatim_enabled: bool = False
     """The server enabled verbatim tool calling for this endpoint."""
 
@@ -69,11 +71,13 @@ async def run_generation_turn(
     channel: Channel,
     control: TurnControl,
     reply_to: str | None = None,
+    observer: Observer | None = None,
 ) -> GenerationTurnResult:
     """Run the attempts in order until one ends other than `error` or `timeout`.
 
     A superseded attempt's delivered messages are deleted before the next one
-    speaks. The last attempt's result (or exception) is the turn's.
+    speaks. The last attempt's result (or exception) is the turn's. `observer`
+    sees every step of every attempt (`run_tool_loop`).
     """
     if not attempts:
         raise ValueError("run_generation_turn needs at least one attempt")
@@ -96,6 +100,7 @@ async def run_generation_turn(
                 control=control,
                 reply_to=reply_to,
                 verbatim=verbatim,
+                observer=observer,
             )
         except RetryableError:
             if last:

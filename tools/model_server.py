@@ -16,12 +16,13 @@ The framing helpers (`sse_event`, `send_head`, `write_chunk`, `end_body`,
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, BinaryIO
+from typing import Any
 
 DONE = b"data: [DONE]\n\n"
 ROUTE = "/v1/chat/completions"
@@ -53,14 +54,14 @@ def send_head(
     handler.end_headers()
 
 
-def write_chunk(wfile: BinaryIO, data: bytes) -> None:
+def write_chunk(wfile: io.BufferedIOBase, data: bytes) -> None:
     """One HTTP chunk, flushed; empty data is skipped (an empty chunk would end the body)."""
     if data:
         wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         wfile.flush()
 
 
-def end_body(wfile: BinaryIO) -> None:
+def end_body(wfile: io.BufferedIOBase) -> None:
     """The last chunk of a chunked body."""
     wfile.write(b"0\r\n\r\n")
     wfile.flush()

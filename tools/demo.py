@@ -236,8 +236,8 @@ class Display:
             self._print(Text(f"persona response ({response.persona_name}): {response.text}"))
         self._print(
             Text(
-                f"summary: {self.provider_calls} provider calls, {self.tools_run} tools run, "
-                f"{seconds:.2f} s",
+                f"summary: {_count(self.provider_calls, 'provider call')}, "
+                f"{_count(self.tools_run, 'tool')} run, {seconds:.2f} s",
                 style="bold",
             )
         )
@@ -269,6 +269,10 @@ def _outcome(result: ToolResult) -> Text:
     if not result.success:
         return Text(f"  ↳ failed: {result.error}", style="red")
     return Text(f"  ↳ {_json(result.data)}", style="green")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _json(data: Any) -> str:

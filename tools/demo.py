@@ -64,11 +64,12 @@ def demo(*, base_url: str | None = None, model: str | None = None, verbatim: boo
     if base_url is not None and model is None:
         console.print("toolloop demo: --base-url needs --model NAME", markup=False)
         return 2
+    status = 130
     try:
-        return anyio.run(_converse, console, base_url, model, verbatim, backend="trio")
-    except KeyboardInterrupt:
+        status = anyio.run(_converse, console, base_url, model, verbatim, backend="trio")
+    except* KeyboardInterrupt:  # bare, or from inside the loop's task groups
         console.print("\ninterrupted", markup=False)
-        return 130
+    return status
 
 
 async def _converse(console: Console, base_url: str | None, model: str | None, v: bool) -> int:

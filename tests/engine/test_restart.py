@@ -100,3 +100,28 @@ class TestRestart:
         """Other types are ordinary data."""
         run = drive([call(), done()], [ok({"type": "youtube"})])
         assert len(run.final.function_history) == 1
+
+
+class TestRestartEdges:
+    def test_a_second_restart_keeps_the_flag_disabled(self) -> None:
+        """Disabling is sticky: the same restart twice leaves the resource disabled."""
+        run = drive([call(), call(), done()], [restart(), restart()])
+        assert run.of_type(StreamOnce)[2].disabled == frozenset({"youtube"})
+
+    def test_only_messages_are_annotated(self) -> None:
+        """Items of any other kind keep no metadata, whatever their name sorts like."""
+        from toolloop.states import TurnSettings
+
+        context = (ContextItem(kind="verbatim_nudge", content="x"), ContextItem(kind="system"))
+        run = drive(
+            [call(), done()],
+            [restart("context_restart_message_metadata")],
+            turn=TurnSettings(context=context),
+        )
+        assert [item.metadata for item in run.of_type(StreamOnce)[1].context] == [None, None]
+
+    def test_a_key_that_is_not_a_string_is_no_stash_key(self) -> None:
+        """Only a non-empty string names a stashed item; anything else is ignored."""
+        for key in (5, "", None):
+            run = drive([call(), done()], [restart(pending_context_key=key)])
+            assert run.of_type(TakeStashedContext) == []

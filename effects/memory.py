@@ -41,6 +41,17 @@ class MemoryTurnControl:
         for handle in list(self.kill_handles):
             handle()
 
+    def new_turn(self) -> None:
+        """Start the channel's next turn: a fresh kill signal, nothing pending, no chain.
+
+        The follow-up count and the stop-response queue carry over: they belong
+        to the channel, not to one turn.
+        """
+        if self._killed.is_set():
+            self._killed = anyio.Event()
+        self.request = StopRequest.NONE
+        self.tool_chain_active = False
+
     def request_stop(self) -> None:
         """A stop request that waits for the next check (no call is cut short)."""
         self.request = StopRequest.STOP

@@ -146,27 +146,34 @@ class TurnControl(Protocol):
         """The stop or follow-up request pending for the channel."""
         ...
 
-    def clear_stop_request(self) -> None: ...
+    def clear_stop_request(self) -> None:
+        """Forget the pending request (a follow-up seen by a tool chain, an unanswered stop)."""
 
     def queue_stop_response(self) -> None:
         """Queue the stop response at the front of the channel's queue."""
 
-    def reset_follow_up_count(self) -> None: ...
+    def reset_follow_up_count(self) -> None:
+        """The turn ended on a stream of its own: follow-ups start counting afresh."""
 
-    def increment_follow_up_count(self) -> None: ...
+    def increment_follow_up_count(self) -> None:
+        """A follow-up message interrupted the stream once more."""
 
-    def set_tool_chain_active(self) -> None: ...
+    def set_tool_chain_active(self) -> None:
+        """The channel is in a tool-call chain (the host shows it, queues behind it)."""
 
-    def count_tool_usage(self, name: str) -> None: ...
+    def count_tool_usage(self, name: str) -> None:
+        """A successful, non-blocked call outside direct messages, for usage statistics."""
 
-    def retain_affordance(self, name: str) -> None: ...
+    def retain_affordance(self, name: str) -> None:
+        """Keep `name` exposed under deliberate mode for the configured further turns."""
 
     def register_kill(self, handle: KillHandle) -> None:
-        """Register what ends the current call at once on `/kill`."""
+        """Register what ends the current call at once on `/kill` (synchronous, never blocks)."""
 
-    def deregister_kill(self, handle: KillHandle) -> None: ...
+    def deregister_kill(self, handle: KillHandle) -> None:
+        """Remove a handle given to `register_kill`; the interpreter does so on every path."""
 
     @property
     def killed(self) -> anyio.Event:
-        """The turn's kill signal, set by a genuine kill."""
+        """The turn's kill signal, set by a genuine kill; tools wait on it to cancel their I/O."""
         ...

@@ -23,7 +23,7 @@ def test_the_guide_has_the_two_examples() -> None:
     assert len(EXAMPLES) == len(PRINTS)
 
 
-@pytest.mark.parametrize(("example", "prints"), zip(EXAMPLES, PRINTS, strict=True))
+@pytest.mark.parametrize(("example", "prints"), list(zip(EXAMPLES, PRINTS, strict=True)))
 def test_an_example_prints_what_the_guide_says(example: str, prints: str) -> None:
     """Run in a fresh interpreter, the example exits 0 with the documented output."""
     done = subprocess.run(

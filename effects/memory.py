@@ -7,6 +7,7 @@ tests use them to observe a run.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 
 import anyio
@@ -14,6 +15,9 @@ import attrs
 
 from toolloop.effects.ports import KillHandle, Notice
 from toolloop.engine.events import StopRequest
+
+REGISTRATION_LOG = 1000
+"""How many kill-handle registrations `MemoryTurnControl` remembers."""
 
 
 class MemoryTurnControl:
@@ -28,8 +32,14 @@ class MemoryTurnControl:
         self.tool_usage: list[str] = []
         self.retained: list[str] = []
         self.kill_handles: list[KillHandle] = []
-        self.registrations: list[tuple[str, str]] = []
-        """("register" | "deregister", handle name), in order: for the cleanup invariant."""
+        self.registrations: collections.deque[tuple[str, str]] = collections.deque(
+            maxlen=REGISTRATION_LOG
+        )
+        """("register" | "deregister", handle name), in order: for the cleanup invariant.
+
+        Only the last `REGISTRATION_LOG` entries, so a channel's control kept for
+        the bot's lifetime stays small; one attempt makes at most 400.
+        """
         self._killed = anyio.Event()
 
     # -- what the host does ----------------------------------------------------------------

@@ -18,8 +18,10 @@ import gc
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import anyio
+from anyio.abc import TaskGroup
 
 from toolloop.effects.interpreter import _Sink, run_tool_loop
 from toolloop.effects.memory import MemoryTurnControl
@@ -39,6 +41,7 @@ from toolloop.states import (
     TurnSettings,
 )
 
+T = TypeVar("T")
 ITERATIONS = 100
 CALL = FunctionCall(name="web_search", args={"query": "cats"})
 CALLING = StreamResult(
@@ -110,9 +113,9 @@ class Channel:
 class LeanControl(MemoryTurnControl):
     """The in-memory turn control without its test log of registrations.
 
-    `MemoryTurnControl.registrations` keeps every kill-handle registration
-    forever (about 2.7 KiB per 10-iteration turn); the memory figure is the
-    interpreter's, so it is measured without that log.
+    `MemoryTurnControl.registrations` keeps the last 1000 kill-handle
+    registrations (about 2.7 KiB per 10-iteration turn); the memory figure is
+    the interpreter's, so it is measured without that log.
     """
 
     def register_kill(self, handle: KillHandle) -> None:
@@ -168,6 +171,51 @@ async def hand_written(iterations: int) -> None:
                 tool = await registry.execute(call, _context(iteration), invocation)
             response = {"name": call.name, "response": {"result": tool.data}}
             history.append(ToolHistoryEntry(function_call=call, function_response=response))
+
+
+async def hand_written_guarded(iterations: int) -> None:
+    """The hand-written loop with the interpreter's guarantees, written by hand.
+
+    Each call runs as a task of the attempt's group (so one that ignores
+    cancellation can be abandoned at its deadline or kill) inside its own
+    cancel scope, with a kill handle registered around it: the same task,
+    scopes and registrations per call as the interpreter, none of its events,
+    effects or notices.
+    """
+    provider, registry, channel = Provider(), Registry(), Channel()
+    control, sink = MemoryTurnControl(), _PlainSink(channel)
+    invocation = ToolInvocation(killed=anyio.Event(), notify=_quiet)
+    history: list[ToolHistoryEntry] = []
+    async with anyio.create_task_group() as group:
+        for iteration in range(iterations):
+            request = StreamRequest(turn=TURN, once=_once(iteration, history))
+            result = await _guarded(group, control, 120, provider.stream(request, sink))
+            call = result.data
+            assert isinstance(call, FunctionCall)
+            work = registry.execute(call, _context(iteration), invocation)
+            tool = await _guarded(group, control, 300, work)
+            response = {"name": call.name, "response": {"result": tool.data}}
+            history.append(ToolHistoryEntry(function_call=call, function_response=response))
+
+
+async def _guarded(
+    group: TaskGroup, control: MemoryTurnControl, timeout: float, work: Awaitable[T]
+) -> T:
+    scope, done, box = anyio.CancelScope(), anyio.Event(), list[T]()
+
+    async def run() -> None:
+        with scope:
+            box.append(await work)
+        done.set()
+
+    control.register_kill(scope.cancel)
+    try:
+        group.start_soon(run, name="call")
+        with anyio.move_on_after(timeout):
+            await done.wait()
+    finally:
+        control.deregister_kill(scope.cancel)
+    return box[0]
 
 
 class _PlainSink:
@@ -276,9 +324,12 @@ def main() -> None:
     for backend in BACKENDS:
         engine = per_iteration(backend, through_interpreter)
         baseline = per_iteration(backend, hand_written)
+        guarded = per_iteration(backend, hand_written_guarded)
         print(f"interpreter {backend}, 100-iteration tool chain: {engine:.1f} µs/iteration")
         print(f"hand-written anyio loop {backend}, same chain: {baseline:.1f} µs/iteration")
         print(f"ratio interpreter / hand-written {backend}: {engine / baseline:.1f}x")
+        print(f"hand-written, task + kill scope per call {backend}: {guarded:.1f} µs/iteration")
+        print(f"ratio interpreter / hand-written with tasks {backend}: {engine / guarded:.1f}x")
     for backend in BACKENDS:
         both, alone = per_chunk(backend, deliver=True), per_chunk(backend, deliver=False)
         print(f"chunk via progress()+deliver() {backend}: {both:.2f} µs/chunk")

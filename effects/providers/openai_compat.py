@@ -35,14 +35,17 @@ The request body (see `build_body`):
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+import re
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
 import httpx
+from anyio.lowlevel import checkpoint_if_cancelled
 
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.engine.verbatim import VerbatimCall, VerbatimToolCallParser
@@ -78,6 +81,11 @@ _scan_json: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once
 EXCERPT_CHARS = 300
 #: HTTP statuses after which another attempt (or provider) may well succeed.
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})
+#: Failures before any response byte that a dead pooled connection causes: sent once more.
+STALE_CONNECTION_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+#: A pydantic validation report: llama-cpp-python sends it as HTTP 500, but the same request
+#: can only fail again, so it is not retryable.
+VALIDATION_ERROR = re.compile(r"\d+ validation errors?\b")
 #: Delta keys folded explicitly; the others are opaque passthrough.
 KNOWN_DELTA_KEYS = frozenset({"role", "content", "tool_calls", "reasoning", "reasoning_content"})
 #: Fragment keys of a tool call folded explicitly; the others are opaque passthrough.
@@ -165,9 +173,7 @@ class OpenAICompatProvider:
         body = build_body(request, self.model, self._extra_body)
         state = _Stream(self._parser(request))
         try:
-            async with self._client.stream(
-                "POST", self._url, json=body, headers=self._headers, timeout=self._timeout
-            ) as response:
+            async with self._response(body) as response:
                 refusal = await self._refusal(response)
                 if refusal is not None:
                     return state.failed(self._redacted(refusal))
@@ -181,6 +187,27 @@ class OpenAICompatProvider:
             message = f"the body is not UTF-8 after chunk {state.chunks} ({exc.reason})"
             return state.failed(StreamError(type="malformed_chunk", message=message))
         return state.result()
+
+    @contextlib.asynccontextmanager
+    async def _response(self, body: JsonObject) -> AsyncIterator[httpx.Response]:
+        """The streamed response, sent once more when a pooled connection turns out dead.
+
+        A server may close a kept-alive connection while it sits in the pool
+        (llama-cpp-python does after a stream it broke off); the request then
+        fails before any response byte, and a fresh connection is the remedy.
+        """
+        request = self._client.build_request(
+            "POST", self._url, json=body, headers=self._headers, timeout=self._timeout
+        )
+        try:
+            response = await self._client.send(request, stream=True)
+        except STALE_CONNECTION_ERRORS as exc:
+            log.info("POST %s failed before a response (%s); sending it again", self._url, exc)
+            response = await self._client.send(request, stream=True)
+        try:
+            yield response
+        finally:
+            await response.aclose()
 
     def _parser(self, request: StreamRequest) -> VerbatimToolCallParser | None:
         """The verbatim parser for this attempt, or None when it does not qualify (SPEC 10)."""
@@ -197,7 +224,9 @@ class OpenAICompatProvider:
             return None
         detail = _error_detail(await _read_excerpt(response))
         if status >= 400:
-            retryable = status in RETRYABLE_STATUSES or status >= 500
+            retryable = status in RETRYABLE_STATUSES or (
+                status >= 500 and not VALIDATION_ERROR.match(detail)
+            )
             message = f"HTTP {status} from {self._url}: {detail}"
             return StreamError(type="http_status", message=message, retryable=retryable)
         message = f"{self._url} answered with a JSON body instead of an event stream: {detail}"
@@ -523,8 +552,12 @@ class _Stream:
                     return True
                 progress()
                 text = fold(payload)
-                if text and await self.show(text, sink):
-                    return True
+                if text:
+                    if await self.show(text, sink):
+                        return True
+                    # Delivery need not yield: a kill it caused must still end the stream
+                    # here, not after the rest of the block reached the channel.
+                    await checkpoint_if_cancelled()
             # Comments (`: keep-alive`), `event:`, `id:` and `retry:` lines are ignored.
         self.data = data
         return False

@@ -20,6 +20,7 @@ from tests.effects.harness import (
     BACKENDS,
     Backend,
     Host,
+    OrderedChannel,
     Script,
     ScriptProvider,
     calling,
@@ -34,7 +35,7 @@ from toolloop.effects.ports import Notice, StreamRequest, StreamSink, ToolInvoca
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.engine.effects import ErrorKind
 from toolloop.engine.events import ToolSettled
-from toolloop.engine.step import Step
+from toolloop.engine.step import Step, step
 from toolloop.states import (
     FunctionCall,
     GenerationTurnResult,
@@ -151,10 +152,12 @@ class TestInactivityTimeout:
 
     def test_an_abandoned_stream_that_settles_in_time_has_its_message_delivered(self) -> None:
         """Text sent 3 s after the timeout (within the 5 s settle) reaches the channel first."""
-        host = Host(provider=ScriptProvider(silent_after("a", for_s=INACTIVITY + 3, late="b")))
+        channel = OrderedChannel()
+        provider = ScriptProvider(silent_after("a", for_s=INACTIVITY + 3, late="b"))
+        host = Host(provider=provider, channel=channel)
         result, took = timed(host)
         assert (result.status, took) == (TurnStatus.TIMEOUT, INACTIVITY + 3)
-        assert host.channel.log == ["text:a", "text:b", "notice:stream_inactivity_timeout"]
+        assert channel.log == ["text:a", "text:b", "notice:stream_inactivity_timeout"]
 
     def test_the_settle_is_bounded(self) -> None:
         """A call still silent when the 5 s settle ends is cancelled; its late text never lands."""
@@ -269,7 +272,8 @@ class TestKill:
             host.provider = ScriptProvider(silent("so far", started=point))
             async with anyio.create_task_group() as group:
                 group.start_soon(_kill_when, point, host)
-                return await host.run()
+                result = await host.run()
+            return result
 
         result = run_on(backend, main)
         assert result.status is TurnStatus.STOPPED_BY_USER
@@ -287,7 +291,8 @@ class TestKill:
             with_tool(host, blocking(point, cancelled))
             async with anyio.create_task_group() as group:
                 group.start_soon(_kill_when, point, host)
-                return await host.run()
+                result = await host.run()
+            return result
 
         result = run_on(backend, main)
         assert result.status is TurnStatus.STOPPED_BY_USER
@@ -470,11 +475,10 @@ class TestFinalEffects:
         class Teleport:
             """An effect no interpreter knows."""
 
-        real_step = interpreter.step
-
         def step_with_teleport(state: IterationState, event: Any) -> Step:
-            out = real_step(state, event)
-            return attrs.evolve(out, effects=(Teleport(), *out.effects))
+            out = step(state, event)
+            effects: tuple[Any, ...] = (Teleport(), *out.effects)
+            return attrs.evolve(out, effects=effects)
 
         monkeypatch.setattr(interpreter, "step", step_with_teleport)
         host = Host(provider=ScriptProvider(completed()))

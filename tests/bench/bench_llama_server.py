@@ -6,7 +6,10 @@ sends one SSE event per token, as it does for any model. The stream is paced
 by the server's generation, so wall time measures the server; what is
 measured here is this process's CPU time (`time.process_time`, the server is
 another process) per chunk: the adapter's `stream()` whole against
-`aiter_bytes` over the same request, best of ROUNDS, alternating. Skips,
+`aiter_bytes` over the same request, best of ROUNDS, alternating. Each token
+arrives on its own, so both sides pay a wakeup per chunk (about 100 µs here),
+which varies more between runs on a busy machine than the adapter's own part;
+`bench_openai_compat` isolates that part on a pre-encoded body. Skips,
 saying why, when the cached llama-server build is absent (`python -m
 tests.servers.build` makes it).
 """

@@ -47,7 +47,9 @@ class TestValidation:
         assert run.result.status is TurnStatus.ERROR
 
     def test_name_is_trimmed_before_dispatch_and_history(self) -> None:
-        """The trimmed name is the name from here on."""
+        """The trimmed name is the name from here on, whichever side the blanks are on."""
+        trailing = drive([call("web_search \n"), done()], [ok()])
+        assert trailing.of_type(DispatchTool)[0].call.name == "web_search"
         run = drive([call("  web_search \n"), done()], [ok()])
         assert run.of_type(DispatchTool)[0].call.name == "web_search"
         assert run.final.function_history[0].function_call.name == "web_search"
@@ -269,7 +271,8 @@ class TestSticker:
 
     def test_unsendable_unknown_or_other_status_is_a_miss(self) -> None:
         """Any other sticker result is `none`."""
-        for result in (picked("s2"), picked("nope"), picked("s1", "no_match"), fail()):
+        misses = (picked("s2"), picked("nope"), picked("s1", "no_match"), picked("s1", "unsent"))
+        for result in (*misses, fail()):
             run = drive([call(PICK), done()], [result], turn=turn(guild_stickers=STICKERS))
             assert run.result.selected_sticker is None
 
@@ -284,12 +287,13 @@ class TestSticker:
 
     def test_other_tools_leave_the_selection(self) -> None:
         """Only the sticker tool changes the selection."""
-        run = drive(
-            [call(PICK), call("web_search"), done()],
-            [picked("s1"), ok()],
-            turn=turn(guild_stickers=STICKERS),
-        )
-        assert run.result.selected_sticker == STICKERS[0]
+        for other in ("web_search", "roll_dice"):
+            run = drive(
+                [call(PICK), call(other), done()],
+                [picked("s1"), ok()],
+                turn=turn(guild_stickers=STICKERS),
+            )
+            assert run.result.selected_sticker == STICKERS[0]
 
 
 class TestResponse:

@@ -326,3 +326,15 @@ class TestStops:
         run = drive([done()])
         assert isinstance(run.effects[-1], Finish)
         assert sum(isinstance(e, Finish) for e in run.effects) == 1
+
+
+def test_novelai_success_restarts_the_failure_count_from_zero() -> None:
+    """After a success, it again takes the full threshold of failures to give up."""
+    run = drive(
+        [call(text="Sure.")] * 5 + [done("ok")],
+        [fail(), ok(), fail(), fail(), ok()],
+        turn=turn(provider=NOVELAI),
+        requires_follow_up=True,
+    )
+    assert notices(run, NoticeKey.NAI_TOOL_RETRY_EXHAUSTED) == []
+    assert run.result.persona_responses[0].text == "ok"

@@ -348,3 +348,10 @@ class TestResponse:
         """A tool's image metadata travels with its entry."""
         run = drive([call(), done()], [ok({"x": 1}, image_metadata={"url": "u"})])
         assert run.final.function_history[0].image_metadata == {"url": "u"}
+
+
+def test_only_the_memory_tool_arms_the_memory_guard() -> None:
+    """Another tool's success (whatever its name sorts like) leaves the memory tool available."""
+    stm = "update_short_term_memory"
+    run = drive([call("roll_dice"), call(stm), done()], [ok()])
+    assert run.of_type(DispatchTool)[1].context.unavailable_for_turn == frozenset()

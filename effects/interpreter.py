@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import attrs
+from anyio import TaskHandle
 from anyio.abc import TaskGroup
 
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
@@ -67,6 +68,7 @@ from toolloop.states import (
     TurnSettings,
 )
 
+T = TypeVar("T")
 log = logging.getLogger("toolloop")
 Observer = Callable[[IterationState, Event, Step], None]
 """Called after every step with the state before it, the event and the step (its effects)."""
@@ -215,16 +217,15 @@ class _Interpreter:
             reply_to=self.reply_to,
             verbatim=self.verbatim,
         )
-        call = _Call(self.provider.stream(request, sink))
+        call = _Call(self.stragglers, self.provider.stream(request, sink))
         kill = call.kill  # one bound method, so the deregistered handle is the registered one
         self.control.register_kill(kill)
         try:
-            self.stragglers.start_soon(call.run)
-            await _wait_rolling(call.done, sink)
+            await _wait_rolling(call, sink)
             ended = await self._ended(call, sink, effect.iteration)
         finally:
             self.control.deregister_kill(kill)
-            call.scope.cancel()  # a no-op for a finished call; a straggler is abandoned
+            call.cancel()  # a no-op for a finished call; a straggler is abandoned
             sink.close()
         return StreamEnded(result=ended or call.result(), stop=self.control.pending_request())
 
@@ -243,8 +244,7 @@ class _Interpreter:
         """
         if self.control.pending_request() is StopRequest.STOP:
             return _stopped(sink)
-        with anyio.move_on_after(self.config.stream_abandoned_settle_timeout_ms / 1000):
-            await call.done.wait()
+        await call.wait(self.config.stream_abandoned_settle_timeout_ms / 1000)
         if call.killed:
             return _stopped(sink)
         seconds = _seconds(self.config.stream_sdk_call_timeout_ms)
@@ -262,17 +262,15 @@ class _Interpreter:
             killed=self.control.killed, notify=self._progress_notice(context)
         )
         started = anyio.current_time()
-        call = _Call(self.registry.execute(effect.call, context, invocation))
+        call = _Call(self.stragglers, self.registry.execute(effect.call, context, invocation))
         timeout_ms = self.config.tool_execution_timeout_ms
         kill = call.kill
         self.control.register_kill(kill)
         try:
-            self.stragglers.start_soon(call.run)
-            with anyio.move_on_after(timeout_ms / 1000):
-                await call.done.wait()
+            await call.wait(timeout_ms / 1000)
         finally:
             self.control.deregister_kill(kill)
-            call.scope.cancel()  # a no-op for a finished tool; a straggler is abandoned
+            call.cancel()  # a no-op for a finished tool; a straggler is abandoned
         return ToolSettled(
             result=_settled(call, name, timeout_ms),
             requires_follow_up=self.registry.requires_follow_up(
@@ -393,51 +391,74 @@ def _answer(effect: fx.Effect, event: Event | None) -> Event:
 
 
 class _Call:
-    """One awaitable run in its own cancel scope, with its outcome kept for the waiter."""
+    """One awaitable run as a task of the loop's group, with its outcome kept for the waiter.
 
-    __slots__ = ("_awaitable", "_error", "_value", "done", "finished", "killed", "scope")
+    The task's own handle carries the cancel scope and the finished event, so
+    a call costs one task and nothing more; the kill cancels the task and the
+    wait in progress together.
+    """
 
-    def __init__(self, awaitable: Awaitable[Any]) -> None:
-        self._awaitable = awaitable
-        self.scope = anyio.CancelScope()
-        self.done = anyio.Event()
-        self.finished = False
+    __slots__ = ("_handle", "_waiting", "killed")
+
+    def __init__(self, group: TaskGroup, awaitable: Awaitable[Any]) -> None:
+        self._handle = group.create_task(_captured(awaitable), name="toolloop call")
+        self._waiting: anyio.CancelScope | None = None
         self.killed = False
-        self._value: Any = None
-        self._error: Exception | None = None
 
-    async def run(self) -> None:
-        with self.scope:
-            try:
-                self._value = await self._awaitable
-            except Exception as error:  # handed to the waiter, which re-raises it
-                self._error = error
-            self.finished = True
-            self.done.set()
-        if not self.finished:
-            _close(self._awaitable)
+    @property
+    def finished(self) -> bool:
+        """The awaitable returned or raised (it was not cancelled)."""
+        return self._handle.status is TaskHandle.Status.FINISHED
+
+    @property
+    def over(self) -> bool:
+        """Nothing more to wait for: killed, or the task ended one way or another."""
+        return self.killed or self._handle.status not in _RUNNING
+
+    async def wait(self, timeout: float) -> None:
+        """Wait up to `timeout` s for the call to end; a kill ends the wait at once."""
+        if self.over:
+            return
+        with anyio.move_on_after(timeout) as self._waiting:
+            await self._handle.wait()
+        self._waiting = None
 
     def kill(self) -> None:
         """The kill handle: cancel the call and release its waiter, both at once."""
         self.killed = True
-        self.scope.cancel()
-        self.done.set()
+        self._handle.cancel()
+        if self._waiting is not None:
+            self._waiting.cancel()
+
+    def cancel(self) -> None:
+        self._handle.cancel()
 
     def result(self) -> Any:
         """What the awaitable returned; what it raised is raised again here (a port failed)."""
-        if self._error is not None:
-            raise self._error
-        return self._value
+        value, error = self._handle.return_value
+        if error is not None:
+            raise error
+        return value
 
 
-async def _wait_rolling(done: anyio.Event, sink: _Sink) -> None:
-    """Wait for `done` until the sink's deadline passes; progress pushes the deadline back."""
-    while not done.is_set():
+_RUNNING = frozenset({TaskHandle.Status.PENDING, TaskHandle.Status.CANCELLING})
+
+
+async def _captured(awaitable: Awaitable[T]) -> tuple[T | None, Exception | None]:
+    """The awaitable's value or exception, so a failing port does not fail the task group."""
+    try:
+        return await awaitable, None
+    except Exception as error:  # handed to the waiter, which re-raises it
+        return None, error
+
+
+async def _wait_rolling(call: _Call, sink: _Sink) -> None:
+    """Wait for the call until the sink's deadline passes; progress pushes the deadline back."""
+    while not call.over:
         remaining = sink.deadline - anyio.current_time()
         if remaining <= 0:
             return
-        with anyio.move_on_after(remaining):
-            await done.wait()
+        await call.wait(remaining)
 
 
 def _settled(call: _Call, name: str, timeout_ms: int) -> ToolResult:
@@ -457,13 +478,6 @@ def _inactivity_notice(iteration: int, details: dict[str, Any]) -> fx.SendNotice
         iteration=iteration,
         details=details,
     )
-
-
-def _close(awaitable: Awaitable[Any]) -> None:
-    """Close a coroutine cancelled before it started, so it is not reported as never awaited."""
-    close = getattr(awaitable, "close", None)
-    if close is not None:
-        close()
 
 
 def _stopped(sink: _Sink) -> StreamResult:

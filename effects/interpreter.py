@@ -218,7 +218,12 @@ class _Interpreter:
             verbatim=self.verbatim,
         )
         call = _Call(self.stragglers, self.provider.stream(request, sink))
-        kill = call.kill  # one bound method, so the deregistered handle is the registered one
+
+        def kill() -> None:
+            """Cancel the call and close the sink at once: nothing reaches the channel after."""
+            call.kill()
+            sink.close()
+
         self.control.register_kill(kill)
         try:
             await _wait_rolling(call, sink)

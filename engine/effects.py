@@ -42,7 +42,7 @@ class Level(enum.Enum):
     ERROR = "error"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class SendNotice:
     """Send a localized notice; a hidden one goes to the thought log only."""
 
@@ -54,7 +54,7 @@ class SendNotice:
     """What the notice's text is filled with (tool name, reason, trigger)."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class StreamOnce:
     """Stage 01: one provider call (answer: StreamEnded, with the stop request then)."""
 
@@ -67,7 +67,7 @@ class StreamOnce:
     suppress_text_output: bool
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class DispatchTool:
     """Run the tool, raced against its timeout and the kill (answer: ToolSettled)."""
 
@@ -75,60 +75,60 @@ class DispatchTool:
     context: ToolContext
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class TakeStashedContext:
     """Take the enrichment item stashed under `key` out of the stash (answer: StashTaken)."""
 
     key: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class ResetFollowUpCount:
     """Reset the channel's follow-up count."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class IncrementFollowUpCount:
     """Count one more follow-up interruption for the channel."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class QueueStopResponse:
     """Queue the stop response at the front of the channel's queue."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class ClearStopRequest:
     """Clear the channel's stop request (a follow-up, or a stop nobody waits on)."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class MarkToolChainActive:
     """Mark the channel's tool-call chain active."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class SetTextSuppression:
     """Tell the provider adapter whether to keep streamed text out of the channel."""
 
     suppressed: bool
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class CountToolUsage:
     """Count a successful, non-blocked call outside direct messages."""
 
     name: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class RetainAffordance:
     """Keep the tool exposed in the channel for the configured further turns."""
 
     name: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class Log:
     """Write a log line."""
 
@@ -137,7 +137,7 @@ class Log:
     fields: JsonObject = attrs.field(factory=dict)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class Finish:
     """The attempt is over with this result."""
 
@@ -151,7 +151,7 @@ class ErrorKind(enum.Enum):
     IMPERSONATION_ABORTED = "impersonation_aborted"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class RaiseError:
     """The attempt is over by raising this error to the caller."""
 

@@ -54,7 +54,7 @@ from toolloop.states import (
 )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class Step:
     """What `step` returns: the next state and the effects to carry out, in order."""
 
@@ -64,7 +64,7 @@ class Step:
     """The declared move this step took (see `toolloop.specs.machine`)."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class HistoryOutcome:
     """Stage 02's `history` outcome: an entry to keep and what it implies."""
 

@@ -39,7 +39,7 @@ class ContextState:
     """Instructions appended after the context, e.g. "metadata is revealed"."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class PendingCall:
     """The tool call being handled, between its stream and its outcome."""
 

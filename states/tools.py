@@ -27,7 +27,7 @@ class ToolResult:
     image_metadata: JsonObject | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class ToolHistoryEntry:
     """One accepted call and its response, passed to every later provider call."""
 
@@ -44,7 +44,7 @@ class ToolHistoryEntry:
         return self.function_response["response"]["result"]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class ToolContext:
     """What a tool is told about its turn (SPEC 6, step 3)."""
 

@@ -88,10 +88,9 @@ def begin_iteration(draft: Draft, effects: list[Effect], move: str) -> Step:
         if turn.surface_user_errors:
             effects.append(_notice(NoticeKey.MAX_ITERATIONS, Level.WARNING, iteration))
         return finish(draft, TurnStatus.TIMEOUT, effects, move="ceiling_reached")
-    soft_warn = iteration == SOFT_WARN_ITERATION_THRESHOLD and turn.surface_user_errors
-    if soft_warn and not draft.still_working_sent:
+    # Iterations only increase, so this fires at most once per attempt.
+    if iteration == SOFT_WARN_ITERATION_THRESHOLD and turn.surface_user_errors:
         effects.append(_notice(NoticeKey.STILL_WORKING, Level.WARNING, iteration))
-        draft.still_working_sent = True
     context = draft.context
     effects.append(
         StreamOnce(

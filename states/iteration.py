@@ -74,7 +74,6 @@ class IterationState:
     thought_log: JsonObject | None = None
     tool_response_delivered: bool = False
     suppress_text_output: bool = False
-    still_working_sent: bool = False
     short_term_memory_updated: bool = False
     """A successful `update_short_term_memory` ran: a second one is refused."""
     context: ContextState = attrs.field(factory=ContextState)

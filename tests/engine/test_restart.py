@@ -125,3 +125,33 @@ class TestRestartEdges:
         for key in (5, "", None):
             run = drive([call(), done()], [restart(pending_context_key=key)])
             assert run.of_type(TakeStashedContext) == []
+
+
+class TestRestartCounters:
+    def test_after_a_restart_the_full_cap_of_failures_ends_in_error(self) -> None:
+        """A restart sets the error count to zero, not below: five failures after it end it."""
+        run = drive([call()] * 10 + [done()], [fail()] * 4 + [restart()] + [fail()] * 5 + [ok()])
+        assert run.result.status is TurnStatus.ERROR
+        assert len(run.of_type(StreamOnce)) == 10
+
+    def test_after_a_restart_novelai_failures_count_from_zero(self) -> None:
+        """A restart sets the NovelAI count to zero: the threshold applies in full again."""
+        from tests.engine.builders import NOVELAI, turn
+
+        run = drive(
+            [call(text="Sure.")] * 5 + [done("ok")],
+            [fail(), fail(), restart(), fail(), fail(), ok()],
+            turn=turn(provider=NOVELAI),
+        )
+        assert run.result.persona_responses[0].text == "ok"
+
+    def test_after_a_restart_novelai_needs_every_failure_of_the_threshold(self) -> None:
+        """Three NovelAI failures after a restart do exhaust the retries (the count starts at 0)."""
+        from tests.engine.builders import NOVELAI, turn
+
+        run = drive(
+            [call(text="Sure.")] * 4,
+            [restart(), fail(), fail(), fail()],
+            turn=turn(provider=NOVELAI),
+        )
+        assert len(run.of_type(StreamOnce)) == 4

@@ -45,7 +45,6 @@ diagram: install
 # Builds both llama.cpp servers once per machine (cached outside the repo,
 # see tests/servers/build.py), then runs the suite against them.
 test-servers: install
-	$(BIN)/pip install -q -e '.[test,servers]'
 	$(BIN)/python -m tests.servers.build
 	$(BIN)/python -m pytest -m servers tests/servers
 

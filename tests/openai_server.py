@@ -21,15 +21,23 @@ import collections
 import json
 import select
 import socket
-import sys
 import threading
 from collections.abc import Iterable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, NoReturn
 
 import attrs
 
-from toolloop.tools.model_server import DONE, end_body, send_head, send_json, sse_event, write_chunk
+from toolloop.tools.model_server import (
+    DONE,
+    LoopbackServer,
+    OwnedServer,
+    end_body,
+    send_head,
+    send_json,
+    sse_event,
+    write_chunk,
+)
 
 #: Frames written back to back are joined into HTTP chunks of about this size.
 BATCH_BYTES = 64 * 1024
@@ -185,7 +193,7 @@ class _Stopping(Exception):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: OwnedServer
 
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
@@ -259,36 +267,14 @@ class _Handler(BaseHTTPRequestHandler):
         raise _Stopping
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    owner: OpenAIServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that leaves between requests is normal here; anything else is printed."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-class OpenAIServer:
+class OpenAIServer(LoopbackServer):
     """The loopback chat-completions server; a context manager that starts and stops it."""
 
     def __init__(self, replies: Iterable[Reply] = ()) -> None:
+        super().__init__(_Handler, poll=POLL_SECONDS)
         self.requests: list[RecordedRequest] = []
-        self.stopping = threading.Event()
         self._replies: collections.deque[Reply] = collections.deque(replies)
         self._lock = threading.Lock()
-        self._http = _Server(("127.0.0.1", 0), _Handler)
-        self._http.owner = self
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, args=(POLL_SECONDS,), daemon=True
-        )
-
-    @property
-    def base_url(self) -> str:
-        """The URL a client is configured with (`.../v1`)."""
-        host, port = self._http.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
 
     def script(self, *replies: Reply) -> None:
         """Queue replies, one per future request."""
@@ -301,19 +287,3 @@ class OpenAIServer:
             if self._replies:
                 return self._replies.popleft()
         return error_reply(500, "loopback server: no scripted reply left", "server_error")
-
-    def start(self) -> OpenAIServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving; stalled replies notice and end."""
-        self.stopping.set()
-        self._http.shutdown()
-        self._http.server_close()
-
-    def __enter__(self) -> OpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()

@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 DONE = b"data: [DONE]\n\n"
 ROUTE = "/v1/chat/completions"
@@ -81,7 +81,7 @@ def error_body(status: int, message: str) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: OwnedServer
 
     def log_message(self, format: str, *args: Any) -> None:
         """Keep the demo's terminal clean."""
@@ -116,10 +116,13 @@ class _Handler(BaseHTTPRequestHandler):
         end_body(self.wfile)
 
 
-class _Server(ThreadingHTTPServer):
+class OwnedServer(ThreadingHTTPServer):
+    """A threading HTTP server that knows the LoopbackServer it serves for."""
+
     daemon_threads = True
     block_on_close = False
-    owner: ModelServer
+    owner: Any
+    """The LoopbackServer serving through this socket; handlers read their settings there."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that leaves between requests is normal; anything else is printed."""
@@ -127,21 +130,25 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class ModelServer:
-    """The loopback server; a context manager that starts it on a free port and stops it."""
+class LoopbackServer:
+    """An HTTP server on loopback in a daemon thread; a context manager that starts and stops it.
+
+    `handler` reaches this object as `self.server.owner`; `stopping` tells a reply
+    in progress to end.
+    """
 
     def __init__(
-        self, responder: Responder, *, delay: float = 0.04, host: str = "127.0.0.1", port: int = 0
+        self,
+        handler: type[BaseHTTPRequestHandler],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        poll: float = POLL_SECONDS,
     ) -> None:
-        self.responder = responder
-        self.delay = delay
-        """Seconds between two chunks of a reply."""
         self.stopping = threading.Event()
-        self._http = _Server((host, port), _Handler)
+        self._http = OwnedServer((host, port), handler)
         self._http.owner = self
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, args=(POLL_SECONDS,), daemon=True
-        )
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(poll,), daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -149,7 +156,7 @@ class ModelServer:
         host, port = self._http.server_address[:2]
         return f"http://{host!s}:{port}/v1"
 
-    def start(self) -> ModelServer:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -159,8 +166,20 @@ class ModelServer:
         self._http.shutdown()
         self._http.server_close()
 
-    def __enter__(self) -> ModelServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+class ModelServer(LoopbackServer):
+    """The demo's model server: streams what `responder` yields for each request."""
+
+    def __init__(
+        self, responder: Responder, *, delay: float = 0.04, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        super().__init__(_Handler, host=host, port=port)
+        self.responder = responder
+        self.delay = delay
+        """Seconds between two chunks of a reply."""

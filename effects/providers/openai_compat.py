@@ -45,7 +45,6 @@ from typing import Any
 
 import attrs
 import httpx
-from anyio.lowlevel import checkpoint_if_cancelled
 
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.engine.verbatim import VerbatimCall, VerbatimToolCallParser
@@ -552,12 +551,8 @@ class _Stream:
                     return True
                 progress()
                 text = fold(payload)
-                if text:
-                    if await self.show(text, sink):
-                        return True
-                    # Delivery need not yield: a kill it caused must still end the stream
-                    # here, not after the rest of the block reached the channel.
-                    await checkpoint_if_cancelled()
+                if text and await self.show(text, sink):
+                    return True
             # Comments (`: keep-alive`), `event:`, `id:` and `retry:` lines are ignored.
         self.data = data
         return False

@@ -14,7 +14,7 @@ moves must come out, or it says where they differ.
 """
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -55,14 +55,24 @@ class TraceError(ValueError):
         self.problem = problem
 
 
-def dump_lines(trace: Trace) -> Iterator[str]:
-    """The trace as JSON lines, without newlines."""
+Redact = Callable[[str, Any], Any]
+"""(tool name, arguments) -> the arguments with the tool's secrets replaced."""
+
+
+def dump_lines(trace: Trace, redact: Redact | None = None) -> Iterator[str]:
+    """The trace as JSON lines, without newlines; `redact` hides tool secrets.
+
+    Redaction applies to every call's arguments and to the failed-tool notice's
+    arguments alike; since the engine only copies arguments, the redacted trace
+    still replays to its own (redacted) effects.
+    """
     start = {"kind": "start", "config": to_json(trace.config), "turn": to_json(trace.turn)}
     yield json.dumps(start)
+    hide = _redacting(redact) if redact is not None else _unchanged
     for record in trace.steps:
-        yield json.dumps({"kind": "event", "event": to_json(record.event, Event)})
+        yield json.dumps({"kind": "event", "event": hide(to_json(record.event, Event))})
         for effect in record.effects:
-            yield json.dumps({"kind": "effect", "effect": to_json(effect, Effect)})
+            yield json.dumps({"kind": "effect", "effect": hide(to_json(effect, Effect))})
         move = {"move": record.move, "source": record.source.value, "dest": record.dest.value}
         yield json.dumps({"kind": "step", **move})
 
@@ -118,6 +128,31 @@ def replay(trace: Trace) -> list[str]:
             )
         state = out.state
     return differences
+
+
+_CALL_KEYS = frozenset({"name", "args", "arguments_truncated"})
+
+
+def _unchanged(data: Any) -> Any:
+    return data
+
+
+def _redacting(redact: Redact) -> Callable[[Any], Any]:
+    """A walk over unstructured JSON replacing the arguments of calls and failure notices."""
+
+    def hide(data: Any) -> Any:
+        if isinstance(data, list):
+            return [hide(item) for item in data]
+        if not isinstance(data, dict):
+            return data
+        data = {key: hide(value) for key, value in data.items()}
+        is_call = data.keys() >= _CALL_KEYS  # a FunctionCall, tagged or not
+        name = data.get("name") if is_call else data.get("tool_name")
+        if isinstance(name, str) and "args" in data:
+            data["args"] = redact(name.strip(), data["args"])
+        return data
+
+    return hide
 
 
 def _record(number: int, line: str) -> dict[str, Any]:

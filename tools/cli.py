@@ -42,6 +42,8 @@ def _diagram(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from toolloop.effects.memory import MemoryTurnControl
+    from toolloop.tools.scripted import scripted_registry
     from toolloop.tools.simulate import simulate
 
     try:
@@ -50,7 +52,9 @@ def _simulate(args: argparse.Namespace) -> int:
         return _fail("simulate", str(error))
     document, trace, _ = simulate(scenario)
     if args.trace is not None:
-        args.trace.write_text("".join(f"{line}\n" for line in dump_lines(trace)), "utf-8")
+        redact = scripted_registry(scenario.tools, MemoryTurnControl()).redact
+        lines = dump_lines(trace, redact)
+        args.trace.write_text("".join(f"{line}\n" for line in lines), "utf-8")
     print(json.dumps(document, indent=2, ensure_ascii=False))
     return 0
 

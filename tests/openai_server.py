@@ -71,6 +71,8 @@ class Reply:
     delay: float = 0.0
     """Seconds to wait before each frame (a slow stream)."""
     content_type: str = "text/event-stream"
+    hang_up_after: bool = False
+    """Keep the connection alive, then drop the next request it carries unanswered."""
 
     def with_delay(self, seconds: float) -> Reply:
         """The same reply, waiting `seconds` before each frame."""
@@ -91,6 +93,14 @@ class Reply:
     def without_finish_reason(self) -> Reply:
         """The same stream with every `finish_reason` set to null."""
         return attrs.evolve(self, frames=tuple(_unfinished(f) for f in self.frames))
+
+    def then_hang_up(self) -> Reply:
+        """The same reply; then the kept-alive connection dies under the client's next request.
+
+        This is the race of a server closing an idle pooled connection just as
+        the client reuses it: the request is sent and no response ever comes.
+        """
+        return attrs.evolve(self, hang_up_after=True)
 
 
 def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
@@ -175,6 +185,8 @@ class RecordedRequest:
     """What the server received, and whether the client left before the reply ended."""
 
     path: str
+    client_port: int
+    """The client's side of the connection: two requests on one connection share it."""
     headers: dict[str, str]
     body: Any
     """The parsed JSON body (None when it was not JSON)."""
@@ -198,16 +210,29 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
 
+    hanging_up = False
+    """Set by a `then_hang_up` reply: this connection's next request is recorded, unanswered."""
+
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         try:
             body = json.loads(raw)
         except ValueError:
             body = None
-        record = RecordedRequest(path=self.path, headers=dict(self.headers.items()), body=body)
+        record = RecordedRequest(
+            path=self.path,
+            client_port=self.client_address[1],
+            headers=dict(self.headers.items()),
+            body=body,
+        )
         self.server.owner.requests.append(record)
         try:
-            self._answer(self.server.owner.next_reply())
+            if self.hanging_up:
+                self.close_connection = True
+                return
+            reply = self.server.owner.next_reply()
+            self._answer(reply)
+            self.hanging_up = reply.hang_up_after
         except (_ClientLeft, OSError):
             record.client_left.set()
             self.close_connection = True

@@ -40,9 +40,11 @@ import json
 import logging
 import os
 import re
+import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
+import anyio
 import attrs
 import httpx
 
@@ -70,6 +72,8 @@ DEFAULT_TIMEOUT = httpx.Timeout(30.0, read=None)
 RESERVED_BODY_KEYS = frozenset({"messages", "stream", "tools"})
 #: Body keys that servers reject when no tools are sent.
 TOOL_ONLY_BODY_KEYS = ("tool_choice", "parallel_tool_calls")
+#: How long the body may stay open after `[DONE]` before its connection is dropped.
+DRAIN_SECONDS = 1.0
 #: An SSE line longer than this is refused rather than buffered without end.
 MAX_LINE_CHARS = 16 * 1024 * 1024
 #: The C scanner behind `json.loads`, called directly: `loads` adds three Python
@@ -177,6 +181,8 @@ class OpenAICompatProvider:
                 if refusal is not None:
                     return state.failed(self._redacted(refusal))
                 await _consume(response, state, sink)
+                if state.cut_off:
+                    _drop_connection(response)
             await state.flush(sink)
         except (httpx.TransportError, httpx.DecodingError) as exc:
             return state.failed(self._redacted(_transport_error(exc, self._url)))
@@ -372,13 +378,45 @@ class _StreamBroken(Exception):
         self.error = error
 
 
+def _drop_connection(response: httpx.Response) -> None:
+    """Close the connection under a body the server cut off, so the pool never reuses it.
+
+    A server that breaks a stream off closes the connection a moment later
+    (llama-cpp-python does, after logging the error); a request sent on it in
+    that moment can even get response headers before the connection dies.
+    Shutting it down first makes the pool see it dead, and the next request
+    goes out on a fresh connection.
+    """
+    network_stream = response.extensions.get("network_stream")
+    sock = None if network_stream is None else network_stream.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):  # The server may have closed it already.
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 async def _consume(response: httpx.Response, state: _Stream, sink: StreamSink) -> None:
     """Decode the SSE body and fold every event into `state`, until the model is done."""
     lines = _Lines(state)
-    async for block in response.aiter_bytes():
+    blocks = response.aiter_bytes()
+    async for block in blocks:
         if await state.take(lines.split(block), sink):
+            if state.verbatim_call is None:
+                await _drain(blocks)
             return
     await state.take(lines.end(), sink)
+
+
+async def _drain(blocks: AsyncIterator[bytes]) -> None:
+    """Read the body's end after `[DONE]`, so its kept-alive connection goes back to the pool.
+
+    Closing a body before its last chunk closes the connection, and every model
+    call would pay a new connection (a TLS handshake, for a remote provider).
+    Anything after `[DONE]` is ignored; a server that holds the body open past
+    DRAIN_SECONDS loses its connection instead.
+    """
+    with anyio.move_on_after(DRAIN_SECONDS):
+        async for _ in blocks:
+            pass
 
 
 class _Lines:
@@ -649,10 +687,15 @@ class _Stream:
             self.text.append(text)
             await sink.deliver(text)
 
+    @property
+    def cut_off(self) -> bool:
+        """The body ended with neither `[DONE]` nor a finish reason: the server broke it off."""
+        return not self.done and self.finish_reason is None
+
     def result(self) -> StreamResult:
         """How the stream ended, from what it delivered and its finish reason."""
         finish = self.finish_reason
-        if not self.done and finish is None:
+        if self.cut_off:
             return self.failed(self.cut_short())
         if self.verbatim_call is not None:
             return self._ended(StreamStatus.FUNCTION_CALL, self.verbatim_call)

@@ -14,6 +14,7 @@ from tests.openai_server import (
     DONE,
     OpenAIServer,
     Reply,
+    Stall,
     chunk,
     error_reply,
     raw_reply,
@@ -303,6 +304,54 @@ class TestTransportErrors:
             type="provider_error",
             message="chunk 2: the provider reported an error: upstream died",
         )
+
+
+async def run_many(server: OpenAIServer, *replies: Reply) -> list[StreamResult]:
+    """Script the replies and stream once per reply on one provider, so on one pool."""
+    server.script(*replies)
+    async with make_provider(server) as provider:
+        return [await provider.stream(make_request(), RecordingSink()) for _ in replies]
+
+
+class TestConnections:
+    async def test_a_clean_stream_leaves_its_connection_for_the_next_request(
+        self, server: OpenAIServer
+    ) -> None:
+        """Two clean streams in a row share one kept-alive connection."""
+        results = await run_many(server, text_reply("one"), text_reply("two"))
+        assert [r.accumulated_text for r in results] == ["one", "two"]
+        assert server.requests[0].client_port == server.requests[1].client_port
+
+    async def test_a_stream_the_server_cut_off_never_lends_its_connection(
+        self, server: OpenAIServer
+    ) -> None:
+        """After a body with neither `[DONE]` nor a finish reason, the next request connects anew.
+
+        llama-cpp-python closes such a connection a moment after the body ends;
+        a request sent on it in that moment is lost (see tests/servers).
+        """
+        cut = text_reply("half").without_finish_reason().without_done()
+        results = await run_many(server, cut, text_reply("whole"))
+        assert [r.status for r in results] == [StreamStatus.ERROR, StreamStatus.COMPLETED]
+        assert server.requests[0].client_port != server.requests[1].client_port
+
+    async def test_a_body_held_open_after_done_still_completes(self, server: OpenAIServer) -> None:
+        """`[DONE]` ends the reply even when the server never ends the body; its connection goes."""
+        held = raw_reply(chunk({"content": "ok"}), chunk({}, "stop"), DONE, Stall())
+        results = await run_many(server, held, text_reply("next"))
+        assert [r.accumulated_text for r in results] == ["ok", "next"]
+        assert await anyio.to_thread.run_sync(server.requests[0].client_left.wait, 10)
+        assert server.requests[0].client_port != server.requests[1].client_port
+
+    async def test_a_request_lost_on_a_dead_pooled_connection_is_sent_once_more(
+        self, server: OpenAIServer
+    ) -> None:
+        """A pooled connection that dies under the request, before any answer: resent, fresh."""
+        results = await run_many(server, text_reply("one").then_hang_up(), text_reply("two"))
+        assert [r.accumulated_text for r in results] == ["one", "two"]
+        ports = [request.client_port for request in server.requests]
+        assert ports[0] == ports[1] != ports[2]
+        assert server.requests[1].body == server.requests[2].body
 
 
 MALFORMED = [

@@ -409,7 +409,7 @@ def test_request_after_the_empty_200_stream_succeeds_on_the_same_provider(
     """The next request on the provider's pool completes although the server closed the socket."""
     endpoint = endpoints.get(LLAMA_CPP_PYTHON, PLAIN.name)
     results = _stream(endpoint, OVERFLOWING, _turn(), OVERFLOWING, _turn())
-    assert [r.status for r in results] == [StreamStatus.ERROR, StreamStatus.COMPLETED] * 2
+    assert [r.status for r in results] == [StreamStatus.ERROR, StreamStatus.COMPLETED] * 2, results
 
 
 def test_llama_cpp_python_validation_error_is_a_final_error_result(endpoints: Endpoints) -> None:

@@ -1,25 +1,31 @@
 """The interpreter: carries out the effects of `step` against the ports, and owns all timing.
 
 `run_tool_loop` starts the pure core with `TurnStarted`, performs each step's
-effects in order (a type-to-performer table) and answers the awaited one with
+effects in order (type-to-performer tables) and answers the awaited one with
 the next event. It makes no decision of its own beyond the timing rules of
-SPEC 5 and 6:
+SPEC 5 and 6: the rolling inactivity timeout that every `sink.progress()`
+pushes back, the kill handle, the bounded settle of an abandoned stream, the
+fresh per-tool timeout and the kill race during a tool.
 
-* stage 01: a rolling inactivity deadline that every `sink.progress()` pushes
-  back (one float assignment: moving a cancel scope's deadline costs ~6 µs on
-  trio, so the waiter re-arms lazily when the old deadline passes), a kill
-  handle that ends the call at once, and the bounded settle of an abandoned
-  call;
-* stage 02: a fresh tool timeout per call and the kill race.
+Two tasks share an attempt, so the common path costs no task and no cancel
+scope per call:
 
-Provider calls and tools both run in the loop's own task group, so one that
-ignores cancellation (a shield, a blocking cleanup) cannot hold the loop up:
-its outcome is decided when the deadline passes or the kill comes, the loop
-goes on, and `run_tool_loop` waits for the straggler only once the attempt is
-over, so nothing outlives it. How long that last wait lasts is up to the
-straggler.
+* the *runner* steps the loop and awaits each provider call and tool inline;
+* the *supervisor* (the caller's task) sleeps until the earliest deadline of
+  the call in progress, or until a kill wakes it. Deadlines are armed lazily:
+  a later one is not set on the supervisor's scope (moving a trio scope's
+  deadline costs µs); the supervisor re-arms when it wakes to find the call's
+  deadline moved. Progress is one float assignment.
 
-Everything it registers (kill handles) is deregistered on every path, outside
+When a deadline passes or a kill comes, the supervisor *takes* the call:
+decides its outcome (the settle, the notice), cancels the runner and
+continues the loop from the same state in a fresh runner. A call that ignores
+cancellation (a shield, a blocking cleanup) therefore cannot hold the loop
+up; its runner straggles until the call returns, then ends without a trace,
+and `run_tool_loop` waits for it only once the attempt is over, so nothing
+outlives it.
+
+Everything registered (kill handles) is deregistered on every path, outside
 cancellation included, and a sink goes inert when its call is over. Written
 against anyio only: it runs on trio and is simply awaited by an asyncio bot.
 """
@@ -27,12 +33,12 @@ against anyio only: it runs on trio and is simply awaited by an asyncio bot.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
 import attrs
-from anyio import TaskHandle
 from anyio.abc import TaskGroup
 
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
@@ -72,6 +78,7 @@ T = TypeVar("T")
 log = logging.getLogger("toolloop")
 Observer = Callable[[IterationState, Event, Step], None]
 """Called after every step with the state before it, the event and the step (its effects)."""
+Outcome = GenerationTurnResult | Exception
 
 
 class ToolLoopError(RuntimeError):
@@ -101,8 +108,7 @@ async def run_tool_loop(
     `catalog` defaults to the shipped notices, `stash` to an empty stash (a bot
     passes the one its enrichment tools put items into).
     """
-    failure: Exception | None = None
-    async with anyio.create_task_group() as stragglers:
+    async with anyio.create_task_group() as runners:
         interpreter = _Interpreter(
             turn=turn,
             config=config,
@@ -114,34 +120,119 @@ async def run_tool_loop(
             stash=stash or ContextStash(),
             reply_to=reply_to,
             verbatim=verbatim,
-            stragglers=stragglers,
+            observer=observer,
+            runners=runners,
         )
-        try:
-            result = await interpreter.run(observer)
-        except Exception as error:  # raised below, outside the group, unwrapped
-            failure = error
-        # Tools abandoned to their timeout or a kill are not waited for any longer.
-        stragglers.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    return result
+        outcome = await interpreter.supervise()
+    if isinstance(outcome, Exception):  # raised here, outside the group, unwrapped
+        raise outcome
+    return outcome
 
 
-class _Sink:
-    """What the provider reports to: progress pushes the deadline back, text goes out.
+class _Alarm:
+    """When the supervisor wakes: at the earliest armed deadline, or at once on `wake`."""
 
-    Inert once its call is over (`close`): a straggling provider can no longer
-    write to the channel nor keep a timer alive.
+    __slots__ = ("_scope", "armed")
+
+    def __init__(self) -> None:
+        self.armed = math.inf
+        self._scope: anyio.CancelScope | None = None
+
+    def arm(self, deadline: float) -> None:
+        """Wake by `deadline`; a later deadline than the armed one is left to the re-arm."""
+        if deadline < self.armed:
+            self.armed = deadline
+            if self._scope is not None:
+                self._scope.deadline = deadline
+
+    def wake(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def wait(self, event: anyio.Event, until: float) -> None:
+        """Sleep until `event` is set, `until` passes or `wake` is called."""
+        with anyio.move_on_at(until) as self._scope:
+            await event.wait()
+        self._scope = None
+
+
+class _Call:
+    """One provider call or tool, awaited inline by its runner; its kill handle too.
+
+    `taken` once the supervisor (a deadline) or the kill decided its outcome:
+    the runner then no longer owns it and ends when the call returns.
     """
 
-    __slots__ = ("_channel", "_reply_to", "_suppressed", "_timeout", "deadline", "open", "parts")
+    __slots__ = ("_alarm", "_runner", "deadline", "effect", "killed", "open", "settled", "taken")
 
-    def __init__(self, channel: Channel, reply_to: str | None, suppressed: bool, timeout: float):
-        self._channel, self._reply_to, self._suppressed = channel, reply_to, suppressed
-        self._timeout = timeout
-        self.deadline = anyio.current_time() + timeout
-        self.parts: list[str] = []
+    def __init__(
+        self, effect: Any, runner: anyio.CancelScope, alarm: _Alarm, deadline: float
+    ) -> None:
+        self.effect, self._runner, self._alarm = effect, runner, alarm
+        self.deadline = deadline
+        self.killed = self.taken = False
         self.open = True
+        self.settled: anyio.Event | None = None
+        """Set when a taken call returns, for the supervisor waiting for it to settle."""
+
+    def __call__(self) -> None:
+        """The kill handle: end the call and wake the supervisor to decide, both at once."""
+        if not self.open:
+            return  # a stale handle: the runner has moved on to another call
+        self.killed = self.taken = True
+        self.abandon()
+        self._alarm.wake()
+
+    def returned(self) -> bool:
+        """The runner got the call back: True if its outcome is still the runner's."""
+        if self.taken:
+            if self.settled is not None:
+                self.settled.set()
+            return False
+        return True
+
+    def abandon(self) -> None:
+        """Cancel the call (with its runner); a call that ignores it straggles on."""
+        self._runner.cancel()
+        self.close()
+
+    def close(self) -> None:
+        """The call is over for the loop: its kill handle is inert, a stream's sink drops text."""
+        self.open = False
+
+
+class _ToolCall(_Call):
+    __slots__ = ("started",)
+
+    def __init__(
+        self, effect: fx.DispatchTool, runner: anyio.CancelScope, alarm: _Alarm, timeout: float
+    ) -> None:
+        self.started = anyio.current_time()
+        super().__init__(effect, runner, alarm, self.started + timeout)
+
+
+class _Sink(_Call):
+    """A stream's call, and what its provider reports to: progress pushes the deadline back.
+
+    Inert once its call is over (`close`): a straggling provider can no longer
+    write to the channel.
+    """
+
+    __slots__ = ("_channel", "_reply_to", "_suppressed", "_timeout", "parts")
+
+    def __init__(
+        self,
+        effect: fx.StreamOnce,
+        runner: anyio.CancelScope,
+        alarm: _Alarm,
+        channel: Channel,
+        reply_to: str | None,
+        timeout: float,
+    ) -> None:
+        super().__init__(effect, runner, alarm, anyio.current_time() + timeout)
+        self._channel, self._reply_to, self._timeout = channel, reply_to, timeout
+        self._suppressed = effect.suppress_text_output
+        self.parts: list[str] = []
 
     def progress(self) -> None:
         self.deadline = anyio.current_time() + self._timeout
@@ -153,18 +244,18 @@ class _Sink:
         if not self._suppressed:
             await self._channel.send_text(text, reply_to=self._reply_to)
 
-    def close(self) -> None:
-        self.open = False
-        self.deadline = float("inf")
-
     @property
     def text(self) -> str:
         return "".join(self.parts)
 
 
+class _Superseded(Exception):
+    """The runner's call was taken: the loop goes on in another runner, this one ends."""
+
+
 @attrs.define(kw_only=True)
 class _Interpreter:
-    """One attempt's ports and settings; `run` is the loop, the rest are performers."""
+    """One attempt's ports and settings; `supervise` and `_drive` run it, the rest perform."""
 
     turn: TurnSettings
     config: LoopConfig
@@ -176,26 +267,112 @@ class _Interpreter:
     stash: ContextStash
     reply_to: str | None
     verbatim: bool
-    stragglers: TaskGroup
+    observer: Observer | None
+    runners: TaskGroup
+    _alarm: _Alarm = attrs.field(init=False, factory=_Alarm)
+    _done: anyio.Event = attrs.field(init=False, factory=anyio.Event)
+    _outcome: Outcome | None = attrs.field(init=False, default=None)
+    _current: _Sink | _ToolCall | None = attrs.field(init=False, default=None)
+    """The call in progress, until its runner or the supervisor releases it."""
+    _state: IterationState = attrs.field(init=False)
+    """The state the awaited effect of the last step answers to (set by `supervise`)."""
+    _runner: anyio.CancelScope = attrs.field(init=False, factory=anyio.CancelScope)
+    """The scope of the runner now stepping the loop."""
 
-    async def run(self, observer: Observer | None) -> GenerationTurnResult:
-        state = initial_state(self.config, self.turn)
-        event: Event = TurnStarted()
+    # -- the supervisor --------------------------------------------------------------------
+
+    async def supervise(self) -> Outcome:
+        """Start the runner and watch its calls until the attempt has its outcome."""
+        self._state = initial_state(self.config, self.turn)
+        self.runners.start_soon(self._drive, self._state, TurnStarted())
+        alarm, done = self._alarm, self._done
+        while not done.is_set():
+            await alarm.wait(done, alarm.armed)
+            call = self._current
+            if call is None:
+                alarm.armed = math.inf
+            elif call.killed or call.deadline <= anyio.current_time():
+                await self._take(call)
+            else:
+                alarm.armed = call.deadline  # progress moved it: sleep on
+        assert self._outcome is not None
+        return self._outcome
+
+    async def _take(self, call: _Sink | _ToolCall) -> None:
+        """Decide the outcome of a killed or overdue call, then continue in a fresh runner."""
+        call.taken = True
+        try:
+            if isinstance(call, _Sink):
+                result = await self._abandoned(call)
+                event: Event = StreamEnded(result=result, stop=self.control.pending_request())
+            else:
+                event = self._tool_settled(call, self._overdue_tool(call))
+        finally:
+            self._release(call)
+            call.abandon()
+            self._alarm.armed = math.inf
+        self.runners.start_soon(self._drive, self._state, event)
+
+    async def _abandoned(self, sink: _Sink) -> StreamResult:
+        """A killed stream, or a silent one: a stop wins at once, else settle, notice, `timeout`.
+
+        A kill during the settle also ends it as `stopped_by_user`, without the notice.
+        """
+        if sink.killed or self.control.pending_request() is StopRequest.STOP:
+            return _stopped(sink)
+        sink.settled = anyio.Event()
+        settle = self.config.stream_abandoned_settle_timeout_ms / 1000
+        await self._alarm.wait(sink.settled, anyio.current_time() + settle)
+        if sink.killed:
+            return _stopped(sink)
+        seconds = _seconds(self.config.stream_sdk_call_timeout_ms)
+        if not self.turn.suppress_user_errors:
+            await self._notice(_inactivity_notice(sink.effect.iteration, {"seconds": seconds}))
+        error = StreamError(type="timeout", message=f"no data from the provider for {seconds} s")
+        return StreamResult(status=StreamStatus.TIMEOUT, accumulated_text=sink.text, data=error)
+
+    def _overdue_tool(self, call: _ToolCall) -> ToolResult:
+        """The failure of the kill or the timeout that ended a tool."""
+        name = call.effect.call.name
+        if call.killed:
+            return _failure(f"Tool {name} was killed")
+        return _failure(f"Tool {name} timed out after {_seconds(self._tool_timeout_ms)} s")
+
+    # -- the runner ------------------------------------------------------------------------
+
+    async def _drive(self, state: IterationState, event: Event) -> None:
+        """Step the loop from `state` and `event` to its outcome, unless a call is taken."""
+        with anyio.CancelScope() as self._runner:
+            try:
+                outcome: Outcome = await self._loop(state, event)
+            except _Superseded:
+                return
+            except Exception as error:  # the attempt's failure, raised by `run_tool_loop`
+                outcome = error
+            self._outcome = outcome
+            self._done.set()
+
+    async def _loop(self, state: IterationState, event: Event) -> GenerationTurnResult:
+        observer = self.observer
         while True:
             out = step(state, event)
             if observer is not None:
                 observer(state, event, out)
-            state = out.state
+            state = self._state = out.state
             *fire_and_forget, last = out.effects
             for effect in fire_and_forget:
-                await self._perform(effect)
+                pending = self._perform(effect)
+                if pending is not None:
+                    await pending
             if isinstance(last, fx.Finish):
                 return last.result
             if isinstance(last, fx.RaiseError):
                 raise ToolLoopError(last.kind, last.message)
-            event = _answer(last, await self._perform(last))
+            answer = self._perform(last)
+            event = _answer(last, None if answer is None else await answer)
 
-    async def _perform(self, effect: fx.Effect) -> Event | None:
+    def _perform(self, effect: fx.Effect) -> Awaitable[Event | None] | None:
+        """Carry out `effect`: done when None, else the awaitable that finishes it."""
         performer = _PERFORMERS.get(type(effect))
         if performer is None:
             raise TypeError(
@@ -203,13 +380,42 @@ class _Interpreter:
                 "is the engine newer than this interpreter, or was a final effect "
                 "(Finish, RaiseError) placed before the end of a step?"
             )
-        return await performer(self, effect)
+        return performer(self, effect)
+
+    async def _call(self, call: _Sink | _ToolCall, work: Awaitable[T]) -> T:
+        """Await `work` with `call` registered as the kill handle and watched by the supervisor.
+
+        Raises `_Superseded` (or the cancellation) once the call was taken.
+        """
+        self.control.register_kill(call)
+        self._current = call
+        self._alarm.arm(call.deadline)
+        try:
+            value = await work
+        except Exception:
+            if call.returned():
+                self._release(call)
+                raise
+            raise _Superseded from None
+        except BaseException:  # cancelled: from outside, or because the call was taken
+            if call.returned():
+                self._release(call)
+            raise
+        if not call.returned():
+            raise _Superseded
+        self._release(call)
+        return value
+
+    def _release(self, call: _Call) -> None:
+        self.control.deregister_kill(call)
+        self._current = None
+        call.close()
 
     # -- stage 01 --------------------------------------------------------------------------
 
     async def _stream_once(self, effect: fx.StreamOnce) -> StreamEnded:
         timeout = self.config.stream_sdk_call_timeout_ms / 1000
-        sink = _Sink(self.channel, self.reply_to, effect.suppress_text_output, timeout)
+        sink = _Sink(effect, self._runner, self._alarm, self.channel, self.reply_to, timeout)
         request = StreamRequest(
             turn=self.turn,
             once=effect,
@@ -217,71 +423,33 @@ class _Interpreter:
             reply_to=self.reply_to,
             verbatim=self.verbatim,
         )
-        call = _Call(self.stragglers, self.provider.stream(request, sink))
-
-        def kill() -> None:
-            """Cancel the call and close the sink at once: nothing reaches the channel after."""
-            call.kill()
-            sink.close()
-
-        self.control.register_kill(kill)
-        try:
-            await _wait_rolling(call, sink)
-            ended = await self._ended(call, sink, effect.iteration)
-        finally:
-            self.control.deregister_kill(kill)
-            call.cancel()  # a no-op for a finished call; a straggler is abandoned
-            sink.close()
-        return StreamEnded(result=ended or call.result(), stop=self.control.pending_request())
-
-    async def _ended(self, call: _Call, sink: _Sink, iteration: int) -> StreamResult | None:
-        """The result decided here (kill, inactivity), or None for the provider's own."""
-        if call.killed:
-            return _stopped(sink)
-        if call.finished:
-            return None
-        return await self._abandon(call, sink, iteration)
-
-    async def _abandon(self, call: _Call, sink: _Sink, iteration: int) -> StreamResult:
-        """The stream went silent: a stop wins at once, else settle, notice, `timeout`.
-
-        A kill during the settle also ends it as `stopped_by_user`, without the notice.
-        """
-        if self.control.pending_request() is StopRequest.STOP:
-            return _stopped(sink)
-        await call.wait(self.config.stream_abandoned_settle_timeout_ms / 1000)
-        if call.killed:
-            return _stopped(sink)
-        seconds = _seconds(self.config.stream_sdk_call_timeout_ms)
-        if not self.turn.suppress_user_errors:
-            details = {"seconds": seconds}
-            await self._notice(_inactivity_notice(iteration, details))
-        error = StreamError(type="timeout", message=f"no data from the provider for {seconds} s")
-        return StreamResult(status=StreamStatus.TIMEOUT, accumulated_text=sink.text, data=error)
+        result = await self._call(sink, self.provider.stream(request, sink))
+        return StreamEnded(result=result, stop=self.control.pending_request())
 
     # -- stage 02 --------------------------------------------------------------------------
 
     async def _dispatch(self, effect: fx.DispatchTool) -> ToolSettled:
-        name, context = effect.call.name, effect.context
+        context = effect.context
         invocation = ToolInvocation(
             killed=self.control.killed, notify=self._progress_notice(context)
         )
-        started = anyio.current_time()
-        call = _Call(self.stragglers, self.registry.execute(effect.call, context, invocation))
-        timeout_ms = self.config.tool_execution_timeout_ms
-        kill = call.kill
-        self.control.register_kill(kill)
-        try:
-            await call.wait(timeout_ms / 1000)
-        finally:
-            self.control.deregister_kill(kill)
-            call.cancel()  # a no-op for a finished tool; a straggler is abandoned
+        timeout = self._tool_timeout_ms / 1000
+        call = _ToolCall(effect, self._runner, self._alarm, timeout)
+        work = self.registry.execute(effect.call, context, invocation)
+        return self._tool_settled(call, await self._call(call, work))
+
+    @property
+    def _tool_timeout_ms(self) -> int:
+        return self.config.tool_execution_timeout_ms
+
+    def _tool_settled(self, call: _ToolCall, result: ToolResult) -> ToolSettled:
+        name, descriptor = call.effect.call.name, self.provider.descriptor
         return ToolSettled(
-            result=_settled(call, name, timeout_ms),
+            result=result,
             requires_follow_up=self.registry.requires_follow_up(
-                name, self.provider.descriptor, self.provider.descriptor.server
+                name, descriptor, descriptor.server
             ),
-            duration_ms=round((anyio.current_time() - started) * 1000),
+            duration_ms=round((anyio.current_time() - call.started) * 1000),
             stop=self.control.pending_request(),
         )
 
@@ -336,37 +504,39 @@ class _Interpreter:
         """The persona's webhook identity; None (the bot's own) under user impersonation."""
         return None if self.turn.user_impersonation else self.turn.persona.name
 
-    # -- fire-and-forget effects on the turn control ---------------------------------------
+    # -- fire-and-forget effects on the turn control, done without awaiting ----------------
 
-    async def _log(self, effect: fx.Log) -> None:
-        log.log(_LEVELS[effect.level], effect.message, extra={"fields": effect.fields})
+    def _log(self, effect: fx.Log) -> None:
+        level = _LEVELS[effect.level]
+        if log.isEnabledFor(level):  # skips building the record's `extra` when off
+            log.log(level, effect.message, extra={"fields": effect.fields})
 
-    async def _reset_follow_up(self, effect: fx.ResetFollowUpCount) -> None:
+    def _reset_follow_up(self, effect: fx.ResetFollowUpCount) -> None:
         self.control.reset_follow_up_count()
 
-    async def _increment_follow_up(self, effect: fx.IncrementFollowUpCount) -> None:
+    def _increment_follow_up(self, effect: fx.IncrementFollowUpCount) -> None:
         self.control.increment_follow_up_count()
 
-    async def _queue_stop_response(self, effect: fx.QueueStopResponse) -> None:
+    def _queue_stop_response(self, effect: fx.QueueStopResponse) -> None:
         self.control.queue_stop_response()
 
-    async def _clear_stop(self, effect: fx.ClearStopRequest) -> None:
+    def _clear_stop(self, effect: fx.ClearStopRequest) -> None:
         self.control.clear_stop_request()
 
-    async def _mark_chain(self, effect: fx.MarkToolChainActive) -> None:
+    def _mark_chain(self, effect: fx.MarkToolChainActive) -> None:
         self.control.set_tool_chain_active()
 
-    async def _count_usage(self, effect: fx.CountToolUsage) -> None:
+    def _count_usage(self, effect: fx.CountToolUsage) -> None:
         self.control.count_tool_usage(effect.name)
 
-    async def _retain(self, effect: fx.RetainAffordance) -> None:
+    def _retain(self, effect: fx.RetainAffordance) -> None:
         self.control.retain_affordance(effect.name)
 
-    async def _suppress_text(self, effect: fx.SetTextSuppression) -> None:
+    def _suppress_text(self, effect: fx.SetTextSuppression) -> None:
         """Nothing to do: the next StreamOnce carries the flag and its sink obeys it."""
 
 
-Performer = Callable[[_Interpreter, Any], Awaitable[Event | None]]
+Performer = Callable[[_Interpreter, Any], Awaitable[Event | None] | None]
 _PERFORMERS: dict[type[Any], Performer] = {
     fx.StreamOnce: _Interpreter._stream_once,
     fx.DispatchTool: _Interpreter._dispatch,
@@ -382,7 +552,9 @@ _PERFORMERS: dict[type[Any], Performer] = {
     fx.RetainAffordance: _Interpreter._retain,
     fx.SetTextSuppression: _Interpreter._suppress_text,
 }
-"""Every effect but the final ones; the awaited ones (`fx.AWAITED`) return the next event."""
+"""Every effect but the final ones: the synchronous performers return None and are not
+awaited (a coroutine per effect is measurable); the awaited ones (`fx.AWAITED`) return
+an awaitable of the next event."""
 
 
 def _answer(effect: fx.Effect, event: Event | None) -> Event:
@@ -393,87 +565,6 @@ def _answer(effect: fx.Effect, event: Event | None) -> Event:
             "must end with an awaited or a final effect (toolloop.engine.effects.AWAITED, FINAL)"
         )
     return event
-
-
-class _Call:
-    """One awaitable run as a task of the loop's group, with its outcome kept for the waiter.
-
-    The task's own handle carries the cancel scope and the finished event, so
-    a call costs one task and nothing more; the kill cancels the task and the
-    wait in progress together.
-    """
-
-    __slots__ = ("_handle", "_waiting", "killed")
-
-    def __init__(self, group: TaskGroup, awaitable: Awaitable[Any]) -> None:
-        self._handle = group.create_task(_captured(awaitable), name="toolloop call")
-        self._waiting: anyio.CancelScope | None = None
-        self.killed = False
-
-    @property
-    def finished(self) -> bool:
-        """The awaitable returned or raised (it was not cancelled)."""
-        return self._handle.status is TaskHandle.Status.FINISHED
-
-    @property
-    def over(self) -> bool:
-        """Nothing more to wait for: killed, or the task ended one way or another."""
-        return self.killed or self._handle.status not in _RUNNING
-
-    async def wait(self, timeout: float) -> None:
-        """Wait up to `timeout` s for the call to end; a kill ends the wait at once."""
-        if self.over:
-            return
-        with anyio.move_on_after(timeout) as self._waiting:
-            await self._handle.wait()
-        self._waiting = None
-
-    def kill(self) -> None:
-        """The kill handle: cancel the call and release its waiter, both at once."""
-        self.killed = True
-        self._handle.cancel()
-        if self._waiting is not None:
-            self._waiting.cancel()
-
-    def cancel(self) -> None:
-        self._handle.cancel()
-
-    def result(self) -> Any:
-        """What the awaitable returned; what it raised is raised again here (a port failed)."""
-        value, error = self._handle.return_value
-        if error is not None:
-            raise error
-        return value
-
-
-_RUNNING = frozenset({TaskHandle.Status.PENDING, TaskHandle.Status.CANCELLING})
-
-
-async def _captured(awaitable: Awaitable[T]) -> tuple[T | None, Exception | None]:
-    """The awaitable's value or exception, so a failing port does not fail the task group."""
-    try:
-        return await awaitable, None
-    except Exception as error:  # handed to the waiter, which re-raises it
-        return None, error
-
-
-async def _wait_rolling(call: _Call, sink: _Sink) -> None:
-    """Wait for the call until the sink's deadline passes; progress pushes the deadline back."""
-    while not call.over:
-        remaining = sink.deadline - anyio.current_time()
-        if remaining <= 0:
-            return
-        await call.wait(remaining)
-
-
-def _settled(call: _Call, name: str, timeout_ms: int) -> ToolResult:
-    """The tool's result, or the failure of the kill or the timeout that ended it."""
-    if call.killed:
-        return _failure(f"Tool {name} was killed")
-    if not call.finished:
-        return _failure(f"Tool {name} timed out after {_seconds(timeout_ms)} s")
-    result: ToolResult = call.result()
-    return result
 
 
 def _inactivity_notice(iteration: int, details: dict[str, Any]) -> fx.SendNotice:

@@ -23,7 +23,7 @@ from typing import TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
-from toolloop.effects.interpreter import _Sink, run_tool_loop
+from toolloop.effects.interpreter import _Alarm, _Sink, run_tool_loop
 from toolloop.effects.memory import MemoryTurnControl
 from toolloop.effects.ports import KillHandle, Notice, StreamRequest, StreamSink, ToolInvocation
 from toolloop.engine.effects import StreamOnce
@@ -282,7 +282,7 @@ def per_chunk(backend: str, deliver: bool) -> float:
     async def rounds() -> float:
         best, chunks = float("inf"), 100_000
         for _ in range(5):
-            sink = _Sink(Channel(), None, False, 120.0)
+            sink = _Sink(_once(0, []), anyio.CancelScope(), _Alarm(), Channel(), None, 120.0)
             started = time.perf_counter()
             if deliver:
                 for _ in range(chunks):

@@ -30,8 +30,14 @@ from tests.effects.harness import (
 )
 from toolloop.effects import interpreter
 from toolloop.effects.interpreter import ToolLoopError
-from toolloop.effects.memory import RecordingChannel
-from toolloop.effects.ports import Notice, StreamRequest, StreamSink, ToolInvocation
+from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.ports import (
+    KillHandle,
+    Notice,
+    StreamRequest,
+    StreamSink,
+    ToolInvocation,
+)
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.engine.effects import ErrorKind
 from toolloop.engine.events import ToolSettled
@@ -311,6 +317,31 @@ class TestKill:
         host = with_tool(Host(provider=ScriptProvider(calling("search"))), search)
         run_on(backend, host.run)
         assert seen == [True]
+
+    def test_a_stale_kill_handle_does_nothing(self, backend: Backend) -> None:
+        """The stream's handle, called by a host that kept it, does not touch the tool after it."""
+
+        class KeepingControl(MemoryTurnControl):
+            def register_kill(self, handle: KillHandle) -> None:
+                kept.append(handle)
+                super().register_kill(handle)
+
+        async def search(args: JsonObject, call: ToolCall) -> JsonObject:
+            kept[0]()
+            await anyio.sleep(0)
+            return {"hits": 1}
+
+        kept: list[KillHandle] = []
+        provider = ScriptProvider(calling("search"), completed())
+        host = with_tool(Host(provider=provider, control=KeepingControl()), search)
+
+        async def main() -> GenerationTurnResult:
+            with anyio.fail_after(60):
+                return await host.run()
+
+        assert run_on(backend, main).status is TurnStatus.COMPLETED
+        assert [r for _, r in settled(host)] == [ToolResult(success=True, data={"hits": 1})]
+        assert host.leftovers() == []
 
 
 async def _kill_when(point: anyio.Event, host: Host) -> None:

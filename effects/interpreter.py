@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 import anyio
 import attrs
+from anyio import TaskHandle
 from anyio.abc import TaskGroup
 
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
@@ -149,10 +150,10 @@ class _Alarm:
         if self._scope is not None:
             self._scope.cancel()
 
-    async def wait(self, event: anyio.Event, until: float) -> None:
-        """Sleep until `event` is set, `until` passes or `wake` is called."""
+    async def wait(self, waiting: Awaitable[None], until: float) -> None:
+        """Await `waiting` until `until` passes or `wake` is called."""
         with anyio.move_on_at(until) as self._scope:
-            await event.wait()
+            await waiting
         self._scope = None
 
 
@@ -166,7 +167,7 @@ class _Call:
     __slots__ = ("_alarm", "_runner", "deadline", "effect", "killed", "open", "settled", "taken")
 
     def __init__(
-        self, effect: Any, runner: anyio.CancelScope, alarm: _Alarm, deadline: float
+        self, effect: Any, runner: TaskHandle[None], alarm: _Alarm, deadline: float
     ) -> None:
         self.effect, self._runner, self._alarm = effect, runner, alarm
         self.deadline = deadline
@@ -205,7 +206,7 @@ class _ToolCall(_Call):
     __slots__ = ("started",)
 
     def __init__(
-        self, effect: fx.DispatchTool, runner: anyio.CancelScope, alarm: _Alarm, timeout: float
+        self, effect: fx.DispatchTool, runner: TaskHandle[None], alarm: _Alarm, timeout: float
     ) -> None:
         self.started = anyio.current_time()
         super().__init__(effect, runner, alarm, self.started + timeout)
@@ -223,7 +224,7 @@ class _Sink(_Call):
     def __init__(
         self,
         effect: fx.StreamOnce,
-        runner: anyio.CancelScope,
+        runner: TaskHandle[None],
         alarm: _Alarm,
         channel: Channel,
         reply_to: str | None,
@@ -270,24 +271,23 @@ class _Interpreter:
     observer: Observer | None
     runners: TaskGroup
     _alarm: _Alarm = attrs.field(init=False, factory=_Alarm)
-    _done: anyio.Event = attrs.field(init=False, factory=anyio.Event)
     _outcome: Outcome | None = attrs.field(init=False, default=None)
     _current: _Sink | _ToolCall | None = attrs.field(init=False, default=None)
     """The call in progress, until its runner or the supervisor releases it."""
     _state: IterationState = attrs.field(init=False)
     """The state the awaited effect of the last step answers to (set by `supervise`)."""
-    _runner: anyio.CancelScope = attrs.field(init=False, factory=anyio.CancelScope)
-    """The scope of the runner now stepping the loop."""
+    _runner: TaskHandle[None] = attrs.field(init=False)
+    """The task now stepping the loop (set by `_spawn`)."""
 
     # -- the supervisor --------------------------------------------------------------------
 
     async def supervise(self) -> Outcome:
         """Start the runner and watch its calls until the attempt has its outcome."""
         self._state = initial_state(self.config, self.turn)
-        self.runners.start_soon(self._drive, self._state, TurnStarted())
-        alarm, done = self._alarm, self._done
-        while not done.is_set():
-            await alarm.wait(done, alarm.armed)
+        self._spawn(self._state, TurnStarted())
+        alarm = self._alarm
+        while self._outcome is None:
+            await alarm.wait(self._runner.wait(), alarm.armed)
             call = self._current
             if call is None:
                 alarm.armed = math.inf
@@ -295,7 +295,6 @@ class _Interpreter:
                 await self._take(call)
             else:
                 alarm.armed = call.deadline  # progress moved it: sleep on
-        assert self._outcome is not None
         return self._outcome
 
     async def _take(self, call: _Sink | _ToolCall) -> None:
@@ -311,7 +310,7 @@ class _Interpreter:
             self._release(call)
             call.abandon()
             self._alarm.armed = math.inf
-        self.runners.start_soon(self._drive, self._state, event)
+        self._spawn(self._state, event)
 
     async def _abandoned(self, sink: _Sink) -> StreamResult:
         """A killed stream, or a silent one: a stop wins at once, else settle, notice, `timeout`.
@@ -322,7 +321,7 @@ class _Interpreter:
             return _stopped(sink)
         sink.settled = anyio.Event()
         settle = self.config.stream_abandoned_settle_timeout_ms / 1000
-        await self._alarm.wait(sink.settled, anyio.current_time() + settle)
+        await self._alarm.wait(sink.settled.wait(), anyio.current_time() + settle)
         if sink.killed:
             return _stopped(sink)
         seconds = _seconds(self.config.stream_sdk_call_timeout_ms)
@@ -340,17 +339,21 @@ class _Interpreter:
 
     # -- the runner ------------------------------------------------------------------------
 
+    def _spawn(self, state: IterationState, event: Event) -> None:
+        self._runner = self.runners.start_soon(self._drive, state, event)
+
     async def _drive(self, state: IterationState, event: Event) -> None:
-        """Step the loop from `state` and `event` to its outcome, unless a call is taken."""
-        with anyio.CancelScope() as self._runner:
-            try:
-                outcome: Outcome = await self._loop(state, event)
-            except _Superseded:
-                return
-            except Exception as error:  # the attempt's failure, raised by `run_tool_loop`
-                outcome = error
-            self._outcome = outcome
-            self._done.set()
+        """Step the loop from `state` and `event` to its outcome, unless a call is taken.
+
+        A taken call cancels its runner (`TaskHandle.cancel`, whose scope ends the
+        task quietly) or, when it returns anyway, raises `_Superseded`.
+        """
+        try:
+            self._outcome = await self._loop(state, event)
+        except _Superseded:
+            return
+        except Exception as error:  # the attempt's failure, raised by `run_tool_loop`
+            self._outcome = error
 
     async def _loop(self, state: IterationState, event: Event) -> GenerationTurnResult:
         observer = self.observer

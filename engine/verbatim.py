@@ -133,6 +133,22 @@ def _end_of(pattern: re.Pattern[str], s: str, i: int, end: int) -> int:
     return found.end() if found else i
 
 
+_SET_VISIBLE_TEXT: Final = Feed.__dict__["visible_text"].__set__
+_SET_FUNCTION_CALL: Final = Feed.__dict__["function_call"].__set__
+
+
+def _text_feed(text: str) -> Feed:
+    """``Feed(visible_text=text, function_call=None)``, built through the slots' descriptors.
+
+    attrs' frozen ``__init__`` sets each field through ``object.__setattr__``, which costs as
+    much as deciding a whole chunk of prose; the result is the same object.
+    """
+    feed = object.__new__(Feed)
+    _SET_VISIBLE_TEXT(feed, text)
+    _SET_FUNCTION_CALL(feed, None)
+    return feed
+
+
 _ONE_CHAR_FEEDS: Final[dict[str, Feed]] = {}  # shared text-only results of one character
 _ONE_CHAR_FEEDS_MAX: Final = 4096
 _NOTHING: Final = Feed(visible_text="", function_call=None)
@@ -255,7 +271,7 @@ class VerbatimToolCallParser:
             return feed
         self._tick_at = self._paren_at = -1
         if not self._out and (visible := self._shortcut(text)) is not None:
-            return Feed(visible_text=visible, function_call=None)
+            return _text_feed(visible)
         self._scan(text)
         visible, call = self._next()
         return self._visible(visible) if call is None else Feed(visible_text="", function_call=call)
@@ -352,10 +368,10 @@ class VerbatimToolCallParser:
     def _visible(self, text: str) -> Feed:
         """A text-only result; those of one character are shared, being immutable."""
         if len(text) > 1:
-            return Feed(visible_text=text, function_call=None)
+            return _text_feed(text)
         feed = _ONE_CHAR_FEEDS.get(text)
         if feed is None:
-            feed = Feed(visible_text=text, function_call=None)
+            feed = _text_feed(text)
             if len(_ONE_CHAR_FEEDS) < _ONE_CHAR_FEEDS_MAX:
                 _ONE_CHAR_FEEDS[text] = feed
         return feed

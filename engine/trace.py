@@ -68,7 +68,10 @@ def dump_lines(trace: Trace, redact: Redact | None = None) -> Iterator[str]:
     """
     start = {"kind": "start", "config": to_json(trace.config), "turn": to_json(trace.turn)}
     yield json.dumps(start)
-    hide = _redacting(redact) if redact is not None else _unchanged
+
+    def hide(data: Any) -> Any:
+        return data if redact is None else redacted(data, redact)
+
     for record in trace.steps:
         yield json.dumps({"kind": "event", "event": hide(to_json(record.event, Event))})
         for effect in record.effects:
@@ -130,29 +133,25 @@ def replay(trace: Trace) -> list[str]:
     return differences
 
 
-_CALL_KEYS = frozenset({"name", "args", "arguments_truncated"})
+_CALL_KEYS = frozenset({"name", "args"})
 
 
-def _unchanged(data: Any) -> Any:
-    return data
+def redacted(data: Any, redact: Redact) -> Any:
+    """`data` (unstructured JSON) with the arguments of every call and failure notice redacted.
 
-
-def _redacting(redact: Redact) -> Callable[[Any], Any]:
-    """A walk over unstructured JSON replacing the arguments of calls and failure notices."""
-
-    def hide(data: Any) -> Any:
-        if isinstance(data, list):
-            return [hide(item) for item in data]
-        if not isinstance(data, dict):
-            return data
-        data = {key: hide(value) for key, value in data.items()}
-        is_call = data.keys() >= _CALL_KEYS  # a FunctionCall, tagged or not
-        name = data.get("name") if is_call else data.get("tool_name")
-        if isinstance(name, str) and "args" in data:
-            data["args"] = redact(name.strip(), data["args"])
+    A call is any object with a `name` and `args` (a FunctionCall, a history
+    entry, a dispatched call, tagged or not); a failure notice names its tool
+    in `tool_name`.
+    """
+    if isinstance(data, list):
+        return [redacted(item, redact) for item in data]
+    if not isinstance(data, dict):
         return data
-
-    return hide
+    data = {key: redacted(value, redact) for key, value in data.items()}
+    name = data.get("name") if data.keys() >= _CALL_KEYS else data.get("tool_name")
+    if isinstance(name, str) and "args" in data:
+        data["args"] = redact(name.strip(), data["args"])
+    return data
 
 
 def _record(number: int, line: str) -> dict[str, Any]:

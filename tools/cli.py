@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from toolloop.engine.trace import TraceError, dump_lines, load_lines, replay
+from toolloop.engine.trace import TraceError, dump_lines, load_lines, redacted, replay
 from toolloop.specs import diagram, invariants, paths
 from toolloop.tools.scenario import ScenarioError, load_scenario
 
@@ -51,11 +51,11 @@ def _simulate(args: argparse.Namespace) -> int:
     except ScenarioError as error:
         return _fail("simulate", str(error))
     document, trace, _ = simulate(scenario)
+    redact = scripted_registry(scenario.tools, MemoryTurnControl()).redact
     if args.trace is not None:
-        redact = scripted_registry(scenario.tools, MemoryTurnControl()).redact
         lines = dump_lines(trace, redact)
         args.trace.write_text("".join(f"{line}\n" for line in lines), "utf-8")
-    print(json.dumps(document, indent=2, ensure_ascii=False))
+    print(json.dumps(redacted(document, redact), indent=2, ensure_ascii=False))
     return 0
 
 

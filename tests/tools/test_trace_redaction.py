@@ -1,7 +1,8 @@
-"""Secrets a tool's schema marks `writeOnly` never reach a trace file, which still replays."""
+"""Secrets a tool's schema marks `writeOnly` never reach simulate's output or a trace file."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -23,3 +24,14 @@ def test_trace_hides_secrets_and_still_replays(tmp_path: Path) -> None:
         [*cli, "replay", "--check", str(trace)], capture_output=True, text=True
     )
     assert replayed.returncode == 0, replayed.stderr
+
+
+def test_simulate_document_hides_secrets_everywhere() -> None:
+    """The printed document (history, dispatched calls, effects, notices) has no password."""
+    cli = [sys.executable, "-m", "toolloop.tools.cli"]
+    done = subprocess.run(
+        [*cli, "simulate", str(SCENARIO)], check=True, capture_output=True, text=True
+    )
+    document = json.loads(done.stdout)
+    assert "hunter2" not in done.stdout
+    assert document["function_history"][0]["args"] == {"user": "kit", "password": "[redacted]"}

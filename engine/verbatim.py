@@ -155,7 +155,6 @@ _NOTHING: Final = Feed(visible_text="", function_call=None)
 _PLAIN: Final = _Mode.PLAIN  # module-level aliases: enum attribute lookups cost on the hot path
 _NAME: Final = _Mode.NAME
 _NAME_WS: Final = _Mode.NAME_WS
-_WORD_MODES: Final = frozenset({_NAME, _NAME_WS})
 
 
 def _refuse_constant(token: str) -> None:
@@ -322,18 +321,20 @@ class VerbatimToolCallParser:
         """The chunk's visible text when it leaves at most a trailing word held, else None."""
         if self._mode is _PLAIN:
             lo, held = 0, ""
-        elif self._mode in _WORD_MODES and (lo := self._held_dies(text)) >= 0:
+        elif (self._mode is _NAME or self._mode is _NAME_WS) and (lo := self._held_dies(text)) >= 0:
             held = "".join(self._held)
         else:
             return None
         n = start = len(text)
         if lo < n:
-            if lo == 0 and "(" not in text and "`" not in text:
-                start, mode = self._tail_start(text, 0), _NAME
-            else:
+            if "(" in text or "`" in text:
                 start, mode = self._prose_end(text, lo)
-            if start < n and (mode is not _NAME or n - start > self._cap or "(" in text[start:]):
-                return None  # a call or code may start here: let _scan read it
+                if start < n and (mode is not _NAME or "(" in text[start:]):
+                    return None  # a call or code may start here: let _scan read it
+            else:  # what _prose_end finds without a backtick or a parenthesis to look at
+                start = self._tail_start(text, lo)
+            if n - start > self._cap:
+                return None
         if held:
             self._reset()
         if n:
@@ -361,9 +362,12 @@ class VerbatimToolCallParser:
 
     def _hold_word(self, text: str, start: int) -> None:
         """Hold the chunk's tail: a prefix of a name, or a full name and spaces."""
-        end = _end_of(self._id_run, text, start, len(text))
-        self._word, self._held, self._held_len = text[start:end], [text[start:]], len(text) - start
-        self._mode = _NAME if end == len(text) else _NAME_WS
+        tail = text[start:]
+        self._held, self._held_len = [tail], len(tail)
+        if tail[-1] in " \t":
+            self._word, self._mode = tail.rstrip(" \t"), _NAME_WS
+        else:
+            self._word, self._mode = tail, _NAME
 
     def _visible(self, text: str) -> Feed:
         """A text-only result; those of one character are shared, being immutable."""

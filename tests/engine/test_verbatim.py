@@ -323,6 +323,16 @@ class TestHolding:
         assert p.feed("ok search  ").visible_text == "ok "
         assert p.feed("it").visible_text == "search  it"
 
+    def test_chunk_that_ends_a_held_word_can_hold_the_next_one(self) -> None:
+        """A held word that dies mid-chunk, then a new tail held to the chunk's edge."""
+        p = parser()
+        assert p.feed("ok sea").visible_text == "ok "
+        assert p.feed("t, get_").visible_text == "seat, "
+        assert p.feed("time").visible_text == ""
+        assert p.feed("()").function_call == call("get_time", {}, "get_time()")
+        assert p.feed(" x search \t").visible_text == " x "
+        assert p.feed('("q")').function_call == call("search", {"q": "q"}, 'search \t("q")')
+
     def test_code_opener_is_held(self) -> None:
         """A trailing code opener waits for what follows it."""
         p = parser()

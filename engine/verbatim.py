@@ -530,8 +530,8 @@ class VerbatimToolCallParser:
         """Where a tail that may still grow into an anchor starts (not before ``lo``), or len.
 
         The tail is a word at a boundary, still a prefix of a name, or a full name and spaces.
-        Most chunks end in the middle of an ordinary word after a space, which is decided by
-        one ``rfind``; other endings read the last word backwards.
+        Most chunks end in the middle of a word after a space, which is decided by one
+        ``rfind``; other endings read the last word backwards.
         """
         n = j = len(s)
         c = s[-1]
@@ -544,11 +544,13 @@ class VerbatimToolCallParser:
             return n
         a = s.rfind(" ", lo, j) + 1
         word = s[a:j] if a else ""
-        if not word.isalnum():  # not just a plain word after a space: find where it starts
-            back = s[max(lo, j - self._longest - 1) : j][::-1]
-            a = j - _end_of(self._id_run, back, 0, len(back))
-            word = s[a:j] if self._at_boundary(s, a) else ""
-        return a if word in viable else n
+        if word in viable:
+            return a
+        if word.isalnum():
+            return n  # a plain word after a space, and no name
+        back = s[max(lo, j - self._longest - 1) : j][::-1]
+        a = j - _end_of(self._id_run, back, 0, len(back))
+        return a if self._at_boundary(s, a) and s[a:j] in viable else n
 
     # Each step reads from ``i`` up to ``end`` (the chunk's end, or where the cap is reached),
     # keeps what it read, and returns where the next step starts; it either consumes a

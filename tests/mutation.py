@@ -21,7 +21,7 @@ CONFIG = """\
 module-path = "{module}"
 timeout = 60.0
 excluded-modules = []
-test-command = "{python} -m pytest -x -q -p no:randomly tests/engine tests/states"
+test-command = "{python} -m pytest -x -q -p no:randomly -p no:cacheprovider tests/engine tests/states tests/specs/test_conformance.py"
 
 [cosmic-ray.distributor]
 name = "local"

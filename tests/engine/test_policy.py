@@ -67,3 +67,10 @@ def test_policy_needs_a_successful_tool() -> None:
 
     run = drive([call(STM, text="Noted."), done("Again.")], [fail()])
     assert run.result.persona_responses[0].text == "Again."
+
+
+def test_memory_tool_is_matched_by_value_not_identity() -> None:
+    """A tool name decoded from the wire is a new string: it still selects the memory rule."""
+    from_wire = "".join(["update_short", "_term_memory"])
+    assert from_wire is not STM
+    assert should_end_after_pre_tool_text(NOVELAI, from_wire, True, "I said this.")

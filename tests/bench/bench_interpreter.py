@@ -71,11 +71,14 @@ class Provider:
         return CALLING
 
 
+SPECS = (ToolSpec(name="web_search"),)
+
+
 class Registry:
     """One tool that answers at once; nothing to refuse, nothing to redact."""
 
     def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:
-        return (ToolSpec(name="web_search"),)
+        return SPECS  # as the real registry does: the specs made at registration
 
     async def execute(
         self, call: FunctionCall, context: ToolContext, invocation: ToolInvocation

@@ -16,12 +16,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "build" / "mutation"
 BIN = Path(sys.executable).parent
+KILLERS = "tests/engine tests/states tests/specs/test_conformance.py"
+"""The tests that judge a mutant: the engine's own, and the conformance test of the guards."""
 CONFIG = """\
 [cosmic-ray]
 module-path = "{module}"
 timeout = 60.0
 excluded-modules = []
-test-command = "{python} -m pytest -x -q -p no:randomly -p no:cacheprovider tests/engine tests/states tests/specs/test_conformance.py"
+test-command = "{python} -m pytest -x -q -p no:randomly -p no:cacheprovider {tests}"
 
 [cosmic-ray.distributor]
 name = "local"
@@ -41,7 +43,7 @@ def main() -> None:
     for module in modules:
         name = Path(module).stem
         config, session = WORK / f"{name}.toml", WORK / f"{name}.sqlite"
-        config.write_text(CONFIG.format(module=module, python=sys.executable))
+        config.write_text(CONFIG.format(module=module, python=sys.executable, tests=KILLERS))
         session.unlink(missing_ok=True)
         run(sys.executable, "-m", "cosmic_ray.cli", "init", str(config), str(session))
         subprocess.run(

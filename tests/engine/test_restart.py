@@ -120,6 +120,21 @@ class TestRestartEdges:
         )
         assert [item.metadata for item in run.of_type(StreamOnce)[1].context] == [None, None]
 
+    def test_a_message_kind_read_from_json_is_annotated(self) -> None:
+        """The kind is compared by value: a `message` decoded from the host's JSON counts."""
+        import json
+
+        from toolloop.states import TurnSettings
+
+        kind = json.loads('"message"')
+        context = (ContextItem(kind=kind, author="ann", message_ids=("m1",), content="hi"),)
+        run = drive(
+            [call(), done()],
+            [restart("context_restart_message_metadata")],
+            turn=TurnSettings(context=context),
+        )
+        assert run.of_type(StreamOnce)[1].context[0].metadata is not None
+
     def test_a_key_that_is_not_a_string_is_no_stash_key(self) -> None:
         """Only a non-empty string names a stashed item; anything else is ignored."""
         for key in (5, "", None):

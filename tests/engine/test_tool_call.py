@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.engine.builders import call, done, fail, ok, turn
 from tests.engine.drive import drive
 from toolloop.engine.effects import (
@@ -264,6 +266,12 @@ class TestShortTermMemoryGuard:
 
 
 class TestSticker:
+    def test_sticker_id_read_from_json_is_selected(self) -> None:
+        """Ids are compared by value: an id decoded from the tool's JSON result still matches."""
+        result = ok(json.loads('{"status": "sticker_selected_successfully", "sticker_id": "s1"}'))
+        run = drive([call(PICK), done()], [result], turn=turn(guild_stickers=STICKERS))
+        assert run.result.selected_sticker == STICKERS[0]
+
     def test_sendable_guild_sticker_is_selected(self) -> None:
         """A success naming a sendable guild sticker is the selection."""
         run = drive([call(PICK), done()], [picked("s1")], turn=turn(guild_stickers=STICKERS))

@@ -49,7 +49,7 @@ class SendNotice:
     key: NoticeKey
     level: Level
     hidden: bool = False
-    iteration: int = 0
+    iteration: int
     details: JsonObject = attrs.field(factory=dict)
     """What the notice's text is filled with (tool name, reason, trigger)."""
 

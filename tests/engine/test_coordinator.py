@@ -177,6 +177,12 @@ class TestHistoryBranch:
         )
         assert run.result.status is TurnStatus.COMPLETED
 
+    def test_after_a_success_the_full_cap_of_new_failures_ends_in_error(self) -> None:
+        """The count restarts from zero: the fifth failure after a success is the last."""
+        run = drive([call()], [fail()] * 4 + [ok()] + [fail()] * 5)
+        assert run.result.status is TurnStatus.ERROR
+        assert len(run.of_type(DispatchTool)) == 10
+
     def test_consecutive_failures_reaching_the_cap_end_in_error(self) -> None:
         """The fifth failure in a row sends the tool-error-loop notice and finishes `error`."""
         run = drive([call()], [fail()])
@@ -230,6 +236,11 @@ class TestHistoryBranch:
     def test_response_delivered_needs_success(self) -> None:
         """A failed tool's delivery flag is ignored."""
         run = drive([call(), done()], [fail(response_delivered=True)])
+        assert run.result.tool_response_delivered is None
+
+    def test_a_refused_call_delivers_no_response(self) -> None:
+        """A call that never ran (truncated arguments) did not deliver the reply."""
+        run = drive([call(truncated=True), done()])
         assert run.result.tool_response_delivered is None
 
     def test_accumulated_parts_are_empty_after_a_history_entry(self) -> None:
@@ -338,3 +349,31 @@ def test_novelai_success_restarts_the_failure_count_from_zero() -> None:
     )
     assert notices(run, NoticeKey.NAI_TOOL_RETRY_EXHAUSTED) == []
     assert run.result.persona_responses[0].text == "ok"
+
+
+class TestCapsPastSmallIntegers:
+    """Limits are compared by value: caps above 256 (not cached ints) still end the loop."""
+
+    def test_iteration_ceiling_of_300(self) -> None:
+        """The 300th iteration is the last one streamed."""
+        run = drive([call()], [ok()], config=LoopConfig(max_function_call_iterations=300))
+        assert run.result.status is TurnStatus.TIMEOUT
+        assert len(run.of_type(StreamOnce)) == 300
+
+    def test_error_cap_of_300(self) -> None:
+        """The 300th failure in a row ends the turn `error`."""
+        config = LoopConfig(max_function_call_iterations=400, max_consecutive_tool_errors=300)
+        run = drive([call()], [fail()], config=config)
+        assert run.result.status is TurnStatus.ERROR
+        assert len(run.of_type(DispatchTool)) == 300
+
+    def test_novelai_retry_threshold_of_300(self) -> None:
+        """The 300th NovelAI failure after visible text ends the retries."""
+        config = LoopConfig(
+            max_function_call_iterations=400,
+            max_consecutive_tool_errors=400,
+            nai_tool_failure_retry_threshold=300,
+        )
+        run = drive([call(text="Sure.")], [fail()], turn=turn(provider=NOVELAI), config=config)
+        assert len(notices(run, NoticeKey.NAI_TOOL_RETRY_EXHAUSTED)) == 1
+        assert len(run.of_type(DispatchTool)) == 300

@@ -45,6 +45,11 @@ class TestRestart:
         assert run.of_type(TakeStashedContext) == [TakeStashedContext(key="k1")]
         assert run.of_type(StreamOnce)[1].context[-1] == stashed
 
+    def test_a_stashed_restart_applies_its_type(self) -> None:
+        """The restart type is kept while the stash is read: its flag is disabled after."""
+        run = drive([call(), done()], [restart(pending_context_key="k1")])
+        assert run.of_type(StreamOnce)[1].disabled == frozenset({"youtube"})
+
     def test_missing_stash_key_warns_and_continues(self) -> None:
         """An expired key logs a warning; the turn goes on without the item."""
         run = drive([call(), done()], [restart(pending_context_key="gone")])

@@ -264,6 +264,17 @@ class TestShortTermMemoryGuard:
         run = drive([call(stm), call(stm), done()], [fail(), ok()])
         assert run.of_type(DispatchTool)[1].context.unavailable_for_turn == frozenset()
 
+    def test_other_tools_do_not_arm_the_guard(self) -> None:
+        """A success of any other tool leaves the memory tool available."""
+        run = drive([call("web_search"), call("web_search"), done()], [ok()])
+        assert run.of_type(DispatchTool)[1].context.unavailable_for_turn == frozenset()
+
+    def test_a_memory_update_named_with_spaces_arms_the_guard(self) -> None:
+        """The trimmed name is compared by value: ' update_short_term_memory ' counts."""
+        stm = "update_short_term_memory"
+        run = drive([call(f" {stm} "), call(stm), done()], [ok()])
+        assert run.of_type(DispatchTool)[1].context.unavailable_for_turn == frozenset({stm})
+
 
 class TestSticker:
     def test_sticker_id_read_from_json_is_selected(self) -> None:

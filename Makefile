@@ -37,7 +37,7 @@ bench: install
 	$(BIN)/python -m tests.bench
 
 mutation: install
-	$(BIN)/python -m tests.mutation
+	$(BIN)/python -m tests.mutation $(ARGS)
 
 diagram: install
 	$(BIN)/toolloop diagram --format mermaid

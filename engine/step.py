@@ -44,18 +44,20 @@ class InvalidEvent(RuntimeError):
         self.event = event
 
 
-HANDLERS: dict[tuple[Phase, type[Any]], Callable[[IterationState, Any], Step]] = {
-    (Phase.IDLE, TurnStarted): loop.turn_started,
-    (Phase.STREAMING, StreamEnded): loop.stream_ended,
-    (Phase.DISPATCHING, ToolSettled): loop.tool_settled,
-    (Phase.TAKING_STASH, StashTaken): loop.stash_taken,
+HANDLERS: dict[type[Any], tuple[Phase, Callable[[IterationState, Any], Step]]] = {
+    TurnStarted: (Phase.IDLE, loop.turn_started),
+    StreamEnded: (Phase.STREAMING, loop.stream_ended),
+    ToolSettled: (Phase.DISPATCHING, loop.tool_settled),
+    StashTaken: (Phase.TAKING_STASH, loop.stash_taken),
 }
+"""Each event type -> the one phase that waits for it, and its handler."""
+_UNHANDLED = (None, None)
 
 
 def step(state: IterationState, event: Event) -> Step:
     """The next state and the effects to carry out, for `event` arriving in `state`."""
-    handler = HANDLERS.get((state.phase, type(event)))
-    if handler is None:
+    phase, handler = HANDLERS.get(type(event), _UNHANDLED)
+    if handler is None or phase is not state.phase:
         raise InvalidEvent(state.phase, event)
     return handler(state, event)
 

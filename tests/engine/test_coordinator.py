@@ -18,7 +18,8 @@ from toolloop.engine.effects import (
     SetTextSuppression,
     StreamOnce,
 )
-from toolloop.engine.events import StopRequest
+from toolloop.engine.events import StopRequest, StreamEnded, ToolSettled, TurnStarted
+from toolloop.engine.step import initial_state, step
 from toolloop.states import LoopConfig, Sticker, StreamStatus, TurnStatus
 
 STICKER = Sticker(id="s1", name="gong")
@@ -377,3 +378,23 @@ class TestCapsPastSmallIntegers:
         run = drive([call(text="Sure.")], [fail()], turn=turn(provider=NOVELAI), config=config)
         assert len(notices(run, NoticeKey.NAI_TOOL_RETRY_EXHAUSTED)) == 1
         assert len(run.of_type(DispatchTool)) == 300
+
+
+def test_after_a_novelai_success_the_full_threshold_of_new_failures_ends_the_retries() -> None:
+    """The NovelAI count restarts from zero: the third failure after a success is the last."""
+    run = drive(
+        [call(text="Sure.")],
+        [fail(), ok()] + [fail()] * 3,
+        turn=turn(provider=NOVELAI),
+        requires_follow_up=True,
+    )
+    assert len(notices(run, NoticeKey.NAI_TOOL_RETRY_EXHAUSTED)) == 1
+    assert len(run.of_type(DispatchTool)) == 5
+
+
+def test_a_settled_tool_requires_no_follow_up_unless_it_says_so() -> None:
+    """`ToolSettled.requires_follow_up` defaults to False: a memory update after text ends."""
+    out = step(initial_state(LoopConfig(), turn()), TurnStarted())
+    out = step(out.state, StreamEnded(result=call("update_short_term_memory", text="Noted.")))
+    out = step(out.state, ToolSettled(result=ok()))
+    assert out.move == "exit_policy_ended"

@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import attrs
 
-from tests.engine.builders import call, ok
+from tests.engine.builders import NOVELAI, call, fail, ok
 from toolloop.engine.events import StreamEnded, ToolSettled
-from toolloop.engine.guards import arguments_truncated, call_refused, ceiling_reached
+from toolloop.engine.guards import (
+    arguments_truncated,
+    call_refused,
+    ceiling_reached,
+    error_cap_reached,
+    novelai_retries_exhausted,
+)
 from toolloop.engine.step import initial_state
-from toolloop.states import LoopConfig, TurnSettings
+from toolloop.states import IterationState, LoopConfig, PendingCall, Phase, TurnSettings
+
+FAILED = ToolSettled(result=fail())
+
+
+def dispatching(config: LoopConfig, turn: TurnSettings, **fields: object) -> IterationState:
+    """A state waiting for a tool called after the visible text "Sure."."""
+    pending = PendingCall(stream=call(text="Sure."), name="web_search")
+    state = initial_state(config, turn)
+    return attrs.evolve(state, phase=Phase.DISPATCHING, pending=pending, **fields)
 
 
 def test_a_blank_named_truncated_call_is_malformed_not_truncated() -> None:
@@ -25,3 +40,21 @@ def test_the_ceiling_guard_compares_values_beyond_small_integers() -> None:
     state = attrs.evolve(initial_state(config, TurnSettings()), iteration=int("299"))
     assert ceiling_reached(state, ToolSettled(result=ok()))
     assert not ceiling_reached(attrs.evolve(state, iteration=298), ToolSettled(result=ok()))
+
+
+def test_the_error_cap_guard_compares_values_beyond_small_integers() -> None:
+    """With 299 failures behind it, the next failure reaches a cap of 300."""
+    config = LoopConfig(max_consecutive_tool_errors=int("300"))
+    state = dispatching(config, TurnSettings(), consecutive_tool_errors=int("299"))
+    assert error_cap_reached(state, FAILED)
+    assert not error_cap_reached(attrs.evolve(state, consecutive_tool_errors=298), FAILED)
+
+
+def test_the_novelai_threshold_guard_compares_values_beyond_small_integers() -> None:
+    """With 299 NovelAI failures behind it, the next one reaches a threshold of 300."""
+    config = LoopConfig(nai_tool_failure_retry_threshold=int("300"))
+    state = dispatching(config, TurnSettings(provider=NOVELAI), nai_consecutive_tool_failures=299)
+    assert novelai_retries_exhausted(state, FAILED)
+    assert not novelai_retries_exhausted(
+        attrs.evolve(state, nai_consecutive_tool_failures=298), FAILED
+    )

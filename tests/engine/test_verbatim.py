@@ -76,6 +76,11 @@ class TestAnchor:
         """A tool name followed by ``(`` and a JSON object is a call."""
         assert run(['Let me look. search({"q": "cats"})']) == ["Let me look. ", SEARCH_CATS]
 
+    def test_every_name_anchors_whatever_its_length(self) -> None:
+        """Names of odd and even length, the longest included, are recognised whole."""
+        assert run(['count({"n": 1})']) == [call("count", {"n": 1}, 'count({"n": 1})')]
+        assert run(['`web-search("q")`']) == [call("web-search", {"q": "q"}, '`web-search("q")`')]
+
     def test_mentioned_name_is_visible(self) -> None:
         """A tool name not followed by ``(`` is prose."""
         assert run(["I could search for it."]) == ["I could search for it."]
@@ -180,6 +185,14 @@ class TestWrappers:
             call("search", {"q": "cats"}, '`search("cats")`'),
         ]
 
+    def test_shorter_closer_right_after_the_call_opens_code_itself(self) -> None:
+        """One backtick closing a two-backtick span is no closer: it opens the next span."""
+        assert run(['``search({"q": 1})` ok `get_time()`']) == [
+            call("search", {"q": 1}, '``search({"q": 1})'),
+            "` ok ",
+            call("get_time", {}, "`get_time()`"),
+        ]
+
     def test_text_after_the_closer_keeps_streaming(self) -> None:
         """Text after a dropped closer is visible."""
         assert run(["`get_time()` it is late"])[-1] == " it is late"
@@ -276,6 +289,13 @@ class TestArguments:
         assert run(['search({q: cats}) search("dogs")']) == [
             "search({q: cats}) ",
             call("search", {"q": "dogs"}, 'search("dogs")'),
+        ]
+
+    def test_nested_parentheses_release_the_call_and_scanning_resumes(self) -> None:
+        """A parenthesis outside JSON strings nests; the balanced text is no JSON, so visible."""
+        assert run(['search({"q": 1} (x)) search({"q": 2})']) == [
+            'search({"q": 1} (x)) ',
+            call("search", {"q": 2}, 'search({"q": 2})'),
         ]
 
     def test_two_arguments_are_visible(self) -> None:
@@ -419,6 +439,9 @@ SPLIT_TEXTS = [
     'Here:\n```json\nsend({"to": "x", "body": "y"})\n```\nDone `search("z")`!',
     'research(1) searching `ls` ```\n``count({"n": 1})`` sea',
     'search({"q": 1}, 2) `web-search("q")` count ({"n": NaN}) get_time',
+    'x.search({"q": "a"}) (get_time) é.sea Now,get_time() [count({"n": 3})]',
+    '```search{"q": 1}\n``` ```count\ncount({"n": 2})\n``` `search ("\\\\ \\" )")`',
+    'x.web-search ("q") y',
 ]
 
 
@@ -441,6 +464,19 @@ class TestChunking:
         whole = run([text], cap=12)
         for cut in range(len(text) + 1):
             assert run([text[:cut], text[cut:]], cap=12) == whole, cut
+
+
+class TestLongChunks:
+    """Positions past 256 are compared by value: long chunks split inside a candidate."""
+
+    TEXT = "y" * 300 + ' `  search("a")` ```json\n\n  send({"to": "x", "body": "y"})\n```'
+
+    def test_every_split_inside_the_candidates_gives_the_same_result(self) -> None:
+        """Openers, spaces and blank lines ending a long chunk are held as in a short one."""
+        whole = run([self.TEXT])
+        assert whole[1] == call("search", {"q": "a"}, '`  search("a")`')
+        for cut in range(300, len(self.TEXT) + 1):
+            assert run([self.TEXT[:cut], self.TEXT[cut:]]) == whole, cut
 
 
 class TestHostile:

@@ -161,6 +161,12 @@ class TestWrappers:
         raw = '```search("cats")```'
         assert run([raw]) == [call("search", {"q": "cats"}, raw)]
 
+    def test_triple_backtick_call_of_the_longest_name_or_with_spaces_is_wrapped(self) -> None:
+        """The word after three backticks is the name at any length, spaces before "(" allowed."""
+        for raw in ['```web-search("q")```', '```search ("q")```']:
+            (found,) = run([raw])
+            assert isinstance(found, VerbatimCall) and found.raw == raw
+
     def test_fence_with_more_on_its_first_line_leaves_the_call_bare(self) -> None:
         """An info string beyond a tag is not a wrapper: the call is found bare."""
         text = '```python title="x"\nsearch("cats")\n```'

@@ -9,8 +9,8 @@ the survivors.
 `make mutation` runs every module; `make mutation ARGS="engine/loop.py"` runs
 some. The whole of `engine/` is about 2,300 mutants, several hours on 2 cores
 (the verbatim parser alone is 1,400); `ARGS="--sample 200 engine/verbatim.py"`
-runs a uniform random sample of each module's mutants instead, for an
-estimate in minutes.
+runs a uniform random sample of each module's mutants instead: an estimate
+of the score in a seventh of the time.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +81,7 @@ def main() -> None:
 
 def _keep_sample(session: Path, size: int) -> None:
     """Drop all but `size` mutants, chosen uniformly at random, from a fresh session."""
-    with sqlite3.connect(session) as db:
+    with closing(sqlite3.connect(session)) as db:
         db.executescript(
             f"""
             CREATE TEMP TABLE keep AS SELECT job_id FROM work_items ORDER BY random() LIMIT {size};

@@ -283,6 +283,11 @@ class TestSticker:
         run = drive([call(PICK), done()], [result], turn=turn(guild_stickers=STICKERS))
         assert run.result.selected_sticker == STICKERS[0]
 
+    def test_sticker_tool_named_with_spaces_selects(self) -> None:
+        """The trimmed name is compared by value: ' select_sticker_for_response ' is the tool."""
+        run = drive([call(f" {PICK} "), done()], [picked("s1")], turn=turn(guild_stickers=STICKERS))
+        assert run.result.selected_sticker == STICKERS[0]
+
     def test_sendable_guild_sticker_is_selected(self) -> None:
         """A success naming a sendable guild sticker is the selection."""
         run = drive([call(PICK), done()], [picked("s1")], turn=turn(guild_stickers=STICKERS))

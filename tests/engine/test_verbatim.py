@@ -151,6 +151,12 @@ class TestWrappers:
         raw = "```\n  get_time()\n```"
         assert run([raw]) == [call("get_time", {}, raw)]
 
+    def test_fence_of_more_than_three_backticks_is_a_wrapper(self) -> None:
+        """Four backticks open a fence as three do; its closer is four backticks."""
+        for raw in ["````\nget_time()\n````", '````json\nsearch("a")\n````']:
+            (found,) = run([raw])
+            assert isinstance(found, VerbatimCall) and found.raw == raw
+
     def test_fence_tag_named_like_a_tool_is_a_tag(self) -> None:
         """A tag that spells a tool name, then a newline, is only a tag."""
         raw = '```search\nsearch("cats")\n```'

@@ -7,7 +7,7 @@ runs a small fixed budget per mutant (profile `mutation`). Prints the score and
 the survivors.
 
 `make mutation` runs every module; `make mutation ARGS="engine/loop.py"` runs
-some. The whole of `engine/` is about 2,300 mutants, several hours on 2 cores
+some. The whole of `engine/` is about 2,500 mutants, many hours on 2 cores
 (the verbatim parser alone is 1,400); `ARGS="--sample 200 engine/verbatim.py"`
 runs a uniform random sample of each module's mutants instead: an estimate
 of the score in a seventh of the time.

@@ -454,6 +454,7 @@ SPLIT_TEXTS = [
     'x.search({"q": "a"}) (get_time) é.sea Now,get_time() [count({"n": 3})]',
     '```search{"q": 1}\n``` ```count\ncount({"n": 2})\n``` `search ("\\\\ \\" )")`',
     'x.web-search ("q") y',
+    '``search("a")``` x ``get_time()`` ok',
 ]
 
 
@@ -470,12 +471,16 @@ class TestChunking:
         """Feeding one character at a time changes nothing."""
         assert run(list(text)) == run([text])
 
+    @pytest.mark.parametrize("cap", [4, 12])
     @pytest.mark.parametrize("text", SPLIT_TEXTS)
-    def test_every_split_point_at_a_small_cap_gives_the_same_result(self, text: str) -> None:
-        """Where the cap releases held text does not depend on the split either."""
-        whole = run([text], cap=12)
+    def test_every_split_point_at_a_small_cap_gives_the_same_result(
+        self, text: str, cap: int
+    ) -> None:
+        """Where the cap releases held text does not depend on the split either, even when
+        the cap is shorter than a tool's name."""
+        whole = run([text], cap=cap)
         for cut in range(len(text) + 1):
-            assert run([text[:cut], text[cut:]], cap=12) == whole, cut
+            assert run([text[:cut], text[cut:]], cap=cap) == whole, cut
 
 
 class TestLongChunks:

@@ -9,8 +9,8 @@ the survivors.
 `make mutation` runs every module; `make mutation ARGS="engine/loop.py"` runs
 some. The whole of `engine/` is about 2,500 mutants, many hours on 2 cores
 (the verbatim parser alone is 1,400); `ARGS="--sample 200 engine/verbatim.py"`
-runs a uniform random sample of each module's mutants instead: an estimate
-of the score in a seventh of the time.
+runs a uniform random sample of each module's mutants instead (for the
+parser, an estimate of its score in a seventh of the time).
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ def run(*args: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="make mutation", description=__doc__.split("\n")[0])
     parser.add_argument("modules", nargs="*", help="modules to mutate (default: all of engine/)")
-    parser.add_argument("--sample", type=int, help="mutants to run per module, drawn at random")
+    parser.add_argument(
+        "--sample", type=_positive, help="mutants to run per module, drawn at random"
+    )
     args = parser.parse_args()
     modules = args.modules or sorted(
         str(p.relative_to(ROOT)) for p in (ROOT / "engine").glob("*.py") if p.name != "__init__.py"
@@ -77,6 +79,13 @@ def main() -> None:
     score = 100 * killed / total if total else 0.0
     print(f"mutation score, engine/: {score:.1f} % ({killed}/{total} mutants killed)")
     print(f"survivors listed in {WORK.relative_to(ROOT)}/*.survivors.txt")
+
+
+def _positive(text: str) -> int:
+    """argparse type: an integer of at least 1 (sqlite reads LIMIT -1 as no limit)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of mutants >= 1, got {text!r}")
+    return int(text)
 
 
 def _keep_sample(session: Path, size: int) -> None:

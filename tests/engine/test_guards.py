@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from tests.engine.builders import NOVELAI, call, fail, ok
-from toolloop.engine.events import StreamEnded, ToolSettled
+from toolloop.engine.events import StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.guards import (
     arguments_truncated,
     call_refused,
@@ -13,17 +13,18 @@ from toolloop.engine.guards import (
     error_cap_reached,
     novelai_retries_exhausted,
 )
-from toolloop.engine.step import initial_state
-from toolloop.states import IterationState, LoopConfig, PendingCall, Phase, TurnSettings
+from toolloop.engine.step import initial_state, step
+from toolloop.states import IterationState, LoopConfig, Phase, TurnSettings
 
 FAILED = ToolSettled(result=fail())
 
 
 def dispatching(config: LoopConfig, turn: TurnSettings, **fields: object) -> IterationState:
-    """A state waiting for a tool called after the visible text "Sure."."""
-    pending = PendingCall(stream=call(text="Sure."), name="web_search")
-    state = initial_state(config, turn)
-    return attrs.evolve(state, phase=Phase.DISPATCHING, pending=pending, **fields)
+    """The state the engine reaches waiting for a tool called after the text "Sure."."""
+    out = step(initial_state(config, turn), TurnStarted())
+    out = step(out.state, StreamEnded(result=call(text="Sure.")))
+    assert out.state.phase is Phase.DISPATCHING
+    return attrs.evolve(out.state, **fields)
 
 
 def test_a_blank_named_truncated_call_is_malformed_not_truncated() -> None:

@@ -80,10 +80,9 @@ def test_malformed_trace_names_the_line(lines: list[str], message: str) -> None:
 
 def test_unknown_event_type_is_a_trace_error() -> None:
     """An event of no known type names the line."""
-    start = next(dump_lines(Trace(config=LoopConfig(), turn=TurnSettings())))
     bad = json.dumps({"kind": "event", "event": {"_type": "Nope"}})
     with pytest.raises(TraceError, match=r"^line 2: not a valid"):
-        load_lines([start, bad])
+        load_lines([START, bad])
 
 
 def test_blank_lines_are_skipped_wherever_they_are() -> None:

@@ -151,11 +151,19 @@ class TestWrappers:
         raw = "```\n  get_time()\n```"
         assert run([raw]) == [call("get_time", {}, raw)]
 
-    def test_fence_of_more_than_three_backticks_is_a_wrapper(self) -> None:
-        """Four backticks open a fence as three do; its closer is four backticks."""
-        for raw in ["````\nget_time()\n````", '````json\nsearch("a")\n````']:
-            (found,) = run([raw])
-            assert isinstance(found, VerbatimCall) and found.raw == raw
+    @pytest.mark.parametrize(
+        "raw",
+        [
+            "````\nget_time()\n````",  # four backticks open a fence as three do
+            '````json\nsearch("a")\n````',
+            '```web-search("q")```',  # the word after the backticks: the longest name
+            '```search ("q")```',  # spaces before the parenthesis
+        ],
+    )
+    def test_wrapped_call_is_recovered_with_its_wrapper(self, raw: str) -> None:
+        """Fences of any length and one-line triple backticks wrap a call whole."""
+        (found,) = run([raw])
+        assert isinstance(found, VerbatimCall) and found.raw == raw
 
     def test_fence_tag_named_like_a_tool_is_a_tag(self) -> None:
         """A tag that spells a tool name, then a newline, is only a tag."""
@@ -166,12 +174,6 @@ class TestWrappers:
         """Three backticks followed by the call on the same line wrap it too."""
         raw = '```search("cats")```'
         assert run([raw]) == [call("search", {"q": "cats"}, raw)]
-
-    def test_triple_backtick_call_of_the_longest_name_or_with_spaces_is_wrapped(self) -> None:
-        """The word after three backticks is the name at any length, spaces before "(" allowed."""
-        for raw in ['```web-search("q")```', '```search ("q")```']:
-            (found,) = run([raw])
-            assert isinstance(found, VerbatimCall) and found.raw == raw
 
     def test_fence_with_more_on_its_first_line_leaves_the_call_bare(self) -> None:
         """An info string beyond a tag is not a wrapper: the call is found bare."""

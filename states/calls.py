@@ -68,3 +68,7 @@ class StreamResult:
     """The call for `function_call`, the error for `error` and `timeout`, else None."""
     thought_log: JsonObject | None = None
     """The model's reasoning payload, when it sent one."""
+    model_parts: tuple[JsonObject, ...] = ()
+    """The provider-native parts of the model's own turn in this stream (SPEC 3):
+    opaque JSON objects replayed to the same provider as the model's prefill;
+    a provider with nothing native reports its visible text as one text part."""

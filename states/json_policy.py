@@ -1,0 +1,109 @@
+"""One JSON policy for everything that comes from outside the process.
+
+Provider streams, tool arguments and results, scenario files and trace lines
+all pass through here, so each has the same bounds: at most `MAX_JSON_CHARS`
+characters, at most `MAX_JSON_DEPTH` levels of nesting, no `NaN` or
+`Infinity` (they are not JSON, and a model must never see them echoed back),
+and only JSON's own types. A value within these bounds can be walked,
+redacted, structured and dumped again without a `RecursionError`, which is
+why the depth bound is far below Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "MAX_JSON_CHARS",
+    "MAX_JSON_DEPTH",
+    "JsonInputError",
+    "check_json",
+    "loads",
+]
+
+#: Characters one JSON document may have.
+MAX_JSON_CHARS = 16 * 1024 * 1024
+#: Levels of arrays and objects one JSON value may nest.
+MAX_JSON_DEPTH = 100
+
+
+class JsonInputError(ValueError):
+    """JSON from outside broke the policy: says where it came from and what was wrong."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.where = where
+        self.problem = problem
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def loads(
+    text: str | bytes,
+    *,
+    where: str,
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+) -> Any:
+    """Decode `text` under the policy, or raise `JsonInputError` naming `where`."""
+    if len(text) > MAX_JSON_CHARS:
+        raise JsonInputError(
+            where, f"is {len(text)} characters long, more than the {MAX_JSON_CHARS} allowed"
+        )
+    try:
+        value = json.loads(
+            text, parse_constant=_refuse_constant, object_pairs_hook=object_pairs_hook
+        )
+    except RecursionError:
+        raise JsonInputError(where, f"nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except UnicodeDecodeError as error:
+        raise JsonInputError(where, f"is not UTF-8 text ({error.reason})") from None
+    except ValueError as error:  # JSONDecodeError, and the refused constants
+        raise JsonInputError(where, f"is not valid JSON: {error}") from None
+    check_json(value, where=where)
+    return value
+
+
+def check_json(value: Any, *, where: str) -> None:
+    """Check that `value` is JSON data within the depth bound, without recursing.
+
+    JSON data is `dict` with `str` keys, `list` (or `tuple`), `str`, `int`,
+    finite `float`, `bool` and `None`. Raises `JsonInputError` naming `where`
+    and the path of the first offending value (never the value itself, which
+    may be a secret).
+    """
+    # Each entry: (value, depth, trail); a trail is (parent trail, key), made
+    # into a path only when something is wrong.
+    stack: list[tuple[Any, int, Any]] = [(value, 0, None)]
+    while stack:
+        item, depth, trail = stack.pop()
+        if isinstance(item, dict):
+            if depth >= MAX_JSON_DEPTH:
+                raise JsonInputError(where, f"nests deeper than {MAX_JSON_DEPTH} levels")
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise JsonInputError(where, f"{_path(trail)} has a key that is not a string")
+                stack.append((child, depth + 1, (trail, key)))
+        elif isinstance(item, list | tuple):
+            if depth >= MAX_JSON_DEPTH:
+                raise JsonInputError(where, f"nests deeper than {MAX_JSON_DEPTH} levels")
+            stack.extend((child, depth + 1, (trail, i)) for i, child in enumerate(item))
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise JsonInputError(where, f"{_path(trail)} is {item}, which JSON cannot carry")
+        elif not (item is None or isinstance(item, str | int)):  # bool is an int
+            kind = type(item).__name__
+            raise JsonInputError(where, f"{_path(trail)} is a {kind}, which is not a JSON value")
+
+
+def _path(trail: Any) -> str:
+    """`$.a[0].b` for the trail `((((None, "a"), 0), "b")`."""
+    keys: list[str | int] = []
+    while trail is not None:
+        trail, key = trail
+        keys.append(key)
+    return "$" + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in reversed(keys))

@@ -86,13 +86,14 @@ def problems(validator: Validator, args: JsonObject) -> Iterator[str]:
         path = list(error.absolute_path)
         keyword = error.validator
         if keyword == "required":
-            present: JsonObject = error.instance  # type: ignore[assignment]
-            for missing in error.validator_value:  # type: ignore[attr-defined]
+            present: Any = error.instance
+            required: Any = error.validator_value
+            for missing in required:
                 if missing not in present:
                     yield f"{json_path([*path, missing])}: is required (rule: required)"
         elif keyword == "dependentRequired":
-            present = error.instance  # type: ignore[assignment]
-            for key, needed in error.validator_value.items():  # type: ignore[attr-defined]
+            present, dependencies = error.instance, error.validator_value
+            for key, needed in dependencies.items():  # type: ignore[union-attr]
                 for missing in needed if key in present else ():
                     if missing not in present:
                         when = f"is required when {json_path([*path, key])} is present"
@@ -196,11 +197,11 @@ def _regex(pattern: str) -> Any:
 
 def _check_patterns_and_refs(name: str, cls: type[Validator], schema: JsonObject) -> None:
     spec = referencing.jsonschema.specification_with(
-        cls.ID_OF(cls.META_SCHEMA) or "", default=referencing.jsonschema.DRAFT202012
+        str(cls.META_SCHEMA.get("$id", "")), default=referencing.jsonschema.DRAFT202012
     )
     root = referencing.Registry().resolver_with_root(spec.create_resource(schema))
     has_pattern_properties = has_unevaluated = False
-    stack: list[tuple[Any, referencing.Resolver[Any], list[str | int]]] = [(schema, root, [])]
+    stack: list[tuple[Any, Any, list[str | int]]] = [(schema, root, [])]  # value, resolver, path
     while stack:
         node, resolver, path = stack.pop()
         if isinstance(node, list):
@@ -233,9 +234,7 @@ def _check_patterns_and_refs(name: str, cls: type[Validator], schema: JsonObject
         raise ToolSchemaError(name, problem, "parameters")
 
 
-def _resolve(
-    name: str, resolver: referencing.Resolver[Any], ref: str, path: list[str | int]
-) -> None:
+def _resolve(name: str, resolver: Any, ref: str, path: list[str | int]) -> None:
     try:
         resolver.lookup(ref)
     except referencing.exceptions.Unresolvable:
@@ -264,7 +263,7 @@ def _pattern(validator: Validator, pattern: str, instance: Any, schema: Any) -> 
 
 
 def _pattern_properties(
-    validator: Validator, patterns: dict[str, Any], instance: Any, schema: Any
+    validator: Any, patterns: dict[str, Any], instance: Any, schema: Any
 ) -> Iterator[Any]:
     if not validator.is_type(instance, "object"):
         return
@@ -275,7 +274,7 @@ def _pattern_properties(
 
 
 def _additional_properties(
-    validator: Validator, allowed: Any, instance: Any, schema: Any
+    validator: Any, allowed: Any, instance: Any, schema: Any
 ) -> Iterator[Any]:
     if not validator.is_type(instance, "object"):
         return
@@ -297,7 +296,7 @@ def _additional_properties(
 @functools.cache
 def _linear(cls: type[Validator]) -> type[Validator]:
     """`cls` with the regular-expression keywords on RE2."""
-    linear: type[Validator] = extend(
+    linear: type[Validator] = extend(  # type: ignore[no-untyped-call]
         cls,
         {
             "pattern": _pattern,

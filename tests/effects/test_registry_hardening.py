@@ -113,7 +113,11 @@ class TestSecretsNeverEnterMessages:
             ({"maxItems": 1}, [1, 2], "must have at most 1 item (rule: maxItems)"),
             ({"uniqueItems": True}, [1, 1], "must not repeat an item (rule: uniqueItems)"),
             ({"minProperties": 1}, {}, "must have at least 1 property (rule: minProperties)"),
-            ({"maxProperties": 0}, {"a": 1}, "must have at most 0 properties (rule: maxProperties)"),
+            (
+                {"maxProperties": 0},
+                {"a": 1},
+                "must have at most 0 properties (rule: maxProperties)",
+            ),
             (
                 {"anyOf": [{"type": "string"}, {"type": "integer"}]},
                 [],
@@ -146,7 +150,8 @@ class TestSecretsNeverEnterMessages:
     async def test_false_schema_is_reported_at_its_parent(self) -> None:
         """jsonschema reports a `false` subschema at the parent's path; the wording says so."""
         registry = ToolRegistry()
-        registry.register(_noop, name="t", parameters={"type": "object", "properties": {"v": False}})
+        params = {"type": "object", "properties": {"v": False}}
+        registry.register(_noop, name="t", parameters=params)
         result = await execute(registry, "t", {"v": SECRET})
         assert result.error == (
             'invalid arguments for tool "t": '
@@ -303,7 +308,8 @@ class TestArgumentsAndResultsAreJson:
         assert result.error == (
             f'invalid arguments for tool "login": nests deeper than {MAX_JSON_DEPTH} levels'
         )
-        assert registry.recent()[-1].args == {REDACTED: f"nests deeper than {MAX_JSON_DEPTH} levels"}
+        kept = {REDACTED: f"nests deeper than {MAX_JSON_DEPTH} levels"}
+        assert registry.recent()[-1].args == kept
 
     @pytest.mark.parametrize(
         ("returned", "problem"),

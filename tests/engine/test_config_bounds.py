@@ -40,7 +40,7 @@ def test_values_above_the_maximum_fall_back(variable: str, maximum: int) -> None
 
 @pytest.mark.parametrize("variable", list(VARIABLES))
 def test_thousands_of_digits_fall_back_with_a_shortened_value(variable: str) -> None:
-    """A value of 5,000 digits never reaches `int`: it warns, quoted in 40 characters and its size."""
+    """5,000 digits never reach `int`: the warning quotes 40 characters and the size."""
     raw = "9" * 5000
     loaded = load_config({variable: raw})
     default = getattr(LoopConfig(), VARIABLES[variable].field)

@@ -26,7 +26,7 @@ _DAY_MS = 24 * 60 * 60 * 1000
 MAX_VALUE_CHARS = 40
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Variable:
     """One variable: its `LoopConfig` field and the range of values it accepts."""
 
@@ -37,16 +37,26 @@ class Variable:
 
 #: variable -> its field and range, in SPEC order (warnings follow it).
 VARIABLES: dict[str, Variable] = {
-    "BOT_MAX_FUNCTION_CALL_ITERATIONS": Variable("max_function_call_iterations", 1, 10_000),
-    "BOT_MAX_CONSECUTIVE_TOOL_ERRORS": Variable("max_consecutive_tool_errors", 1, 1_000),
-    "NAI_TOOL_FAILURE_RETRY_THRESHOLD": Variable("nai_tool_failure_retry_threshold", 1, 1_000),
-    "STREAM_SDK_CALL_TIMEOUT_MS": Variable("stream_sdk_call_timeout_ms", 10_000, _DAY_MS),
-    "STREAM_ABANDONED_SETTLE_TIMEOUT_MS": Variable(
-        "stream_abandoned_settle_timeout_ms", 0, 600_000
+    "BOT_MAX_FUNCTION_CALL_ITERATIONS": Variable(
+        field="max_function_call_iterations", minimum=1, maximum=10_000
     ),
-    "TOOL_EXECUTION_TIMEOUT_MS": Variable("tool_execution_timeout_ms", 10_000, _DAY_MS),
+    "BOT_MAX_CONSECUTIVE_TOOL_ERRORS": Variable(
+        field="max_consecutive_tool_errors", minimum=1, maximum=1_000
+    ),
+    "NAI_TOOL_FAILURE_RETRY_THRESHOLD": Variable(
+        field="nai_tool_failure_retry_threshold", minimum=1, maximum=1_000
+    ),
+    "STREAM_SDK_CALL_TIMEOUT_MS": Variable(
+        field="stream_sdk_call_timeout_ms", minimum=10_000, maximum=_DAY_MS
+    ),
+    "STREAM_ABANDONED_SETTLE_TIMEOUT_MS": Variable(
+        field="stream_abandoned_settle_timeout_ms", minimum=0, maximum=600_000
+    ),
+    "TOOL_EXECUTION_TIMEOUT_MS": Variable(
+        field="tool_execution_timeout_ms", minimum=10_000, maximum=_DAY_MS
+    ),
     "VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS": Variable(
-        "verbatim_tool_call_max_buffer_chars", 1, 1_048_576
+        field="verbatim_tool_call_max_buffer_chars", minimum=1, maximum=1_048_576
     ),
 }
 

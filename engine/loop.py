@@ -1,15 +1,17 @@
-"""The coordinator (SPEC 4): one handler per move, named after what happened.
+"""The coordinator's actions (SPEC 4): what each row of the table does, named for what it does.
 
-Each handler takes the state and the event and returns the `Step`; the table
-that maps (phase, event type) to a handler lives in `toolloop.engine.step`.
-Handlers write into a `Draft` and build the next state once per event.
+An action takes the event's `Context`, the `Draft` of the next state and the
+effects so far, and only builds: it writes the draft and appends effects. It
+never chooses the move; the rows of `toolloop.engine.table` do, by their
+guards, and list the actions each move runs, in order. `step` sets the phase
+the row names and builds the next state once per event.
 """
 
-from typing import Any
+from collections.abc import Callable
 
 import attrs
 
-from toolloop.engine import guards, restart, tool_call
+from toolloop.engine import restart, tool_call
 from toolloop.engine.draft import Draft
 from toolloop.engine.effects import (
     ClearStopRequest,
@@ -32,62 +34,37 @@ from toolloop.engine.effects import (
     StreamOnce,
     TakeStashedContext,
 )
-from toolloop.engine.events import StashTaken, StopRequest, StreamEnded, ToolSettled, TurnStarted
-from toolloop.engine.policy import (
-    SHORT_TERM_MEMORY_TOOL,
-    is_novelai,
-    is_visible,
-    should_end_after_pre_tool_text,
-)
+from toolloop.engine.events import StashTaken, StopRequest, StreamEnded, ToolSettled
+from toolloop.engine.guards import Context, Refusal
+from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, is_visible
 from toolloop.engine.result import build_result
 from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,
     FunctionCall,
-    IterationState,
     PendingCall,
-    Phase,
     Sticker,
     StreamResult,
     StreamStatus,
     ToolHistoryEntry,
+    ToolResult,
     TurnStatus,
 )
 
-
-@attrs.frozen(kw_only=True, slots=False)
-class Step:
-    """What `step` returns: the next state and the effects to carry out, in order."""
-
-    state: IterationState
-    effects: tuple[Effect, ...]
-    move: str
-    """The declared move this step took (see `toolloop.specs.machine`)."""
-
-
-@attrs.frozen(kw_only=True, slots=False)
-class HistoryOutcome:
-    """Stage 02's `history` outcome: an entry to keep and what it implies."""
-
-    entry: ToolHistoryEntry
-    success: bool
-    end_turn: bool = False
-    response_delivered: bool = False
-    selects_sticker: bool = False
-    """The call was the sticker tool's: `sticker` replaces the selection (None clears it)."""
-    sticker: Sticker | None = None
-    requires_follow_up: bool = False
+Action = Callable[[Context, Draft, list[Effect]], None]
+"""What a row of `toolloop.engine.table` runs: reads the event, writes the draft and effects."""
 
 
 # -- iterations and exits ------------------------------------------------------------------
 
 
-def begin_iteration(draft: Draft, effects: list[Effect], move: str) -> Step:
-    """Start `draft.iteration` by `move`, or finish `timeout` when the ceiling is reached."""
+def advance(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The next iteration is the one the loop starts or times out at."""
+    draft.iteration = draft.iteration + 1
+
+
+def begin_iteration(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """Start `draft.iteration`: stream once with the history and the context (SPEC 4.1, 4.2)."""
     turn, iteration = draft.turn, draft.iteration
-    if iteration >= draft.config.max_function_call_iterations:
-        if turn.surface_user_errors:
-            effects.append(_notice(NoticeKey.MAX_ITERATIONS, Level.WARNING, iteration))
-        return finish(draft, TurnStatus.TIMEOUT, effects, move="ceiling_reached")
     # Iterations only increase, so this fires at most once per attempt.
     if iteration == SOFT_WARN_ITERATION_THRESHOLD and turn.surface_user_errors:
         effects.append(_notice(NoticeKey.STILL_WORKING, Level.WARNING, iteration))
@@ -103,64 +80,57 @@ def begin_iteration(draft: Draft, effects: list[Effect], move: str) -> Step:
             suppress_text_output=draft.suppress_text_output,
         )
     )
-    draft.phase = Phase.STREAMING
     draft.pending = None
-    return Step(state=draft.commit(), effects=tuple(effects), move=move)
 
 
-def next_iteration(draft: Draft, effects: list[Effect], move: str) -> Step:
-    """Advance to the next iteration by `move`."""
-    draft.iteration = draft.iteration + 1
-    return begin_iteration(draft, effects, move)
+def finish_timeout(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The ceiling is reached without finishing: notice, no sticker, `timeout` (SPEC 4.4)."""
+    if draft.turn.surface_user_errors:
+        effects.append(_notice(NoticeKey.MAX_ITERATIONS, Level.WARNING, draft.iteration))
+    finish(draft, TurnStatus.TIMEOUT, effects)
 
 
 def finish(
-    draft: Draft,
-    status: TurnStatus,
-    effects: list[Effect],
-    sticker: Sticker | None = None,
-    *,
-    move: str,
-) -> Step:
+    draft: Draft, status: TurnStatus, effects: list[Effect], sticker: Sticker | None = None
+) -> None:
     """End the attempt with `status`, the text already delivered and (if completed) a sticker."""
-    draft.phase = Phase.FINISHED
     draft.pending = None
-    state = draft.commit()
-    result = build_result(state, status, text=state.final_text, sticker=sticker)
+    result = build_result(draft.peek(), status, text=draft.final_text, sticker=sticker)
+    draft.result = result
     effects.append(Finish(result=result))
-    return Step(state=attrs.evolve(state, result=result), effects=tuple(effects), move=move)
+
+
+def finish_with_sticker(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """Finish `completed` with the text already delivered and the selected sticker."""
+    finish(draft, TurnStatus.COMPLETED, effects, draft.selected_sticker)
 
 
 def _notice(key: NoticeKey, level: Level, iteration: int) -> SendNotice:
     return SendNotice(key=key, level=level, iteration=iteration)
 
 
-def turn_started(state: IterationState, event: TurnStarted) -> Step:
-    """The attempt begins with iteration 0."""
-    return begin_iteration(Draft(state), [], "started")
-
-
 # -- stage 01 answered ---------------------------------------------------------------------
 
-_TAKES_TEXT = frozenset(
-    {StreamStatus.COMPLETED, StreamStatus.STOPPED_BY_USER, StreamStatus.FUNCTION_CALL}
-)
 
-
-def stream_ended(state: IterationState, event: StreamEnded) -> Step:
-    """The stream's result is recorded, then its status decides the move."""
+def record_stream(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The stream's result is recorded, with its thought log, text and details (SPEC 4.2)."""
+    event = ctx.event
+    assert isinstance(event, StreamEnded), "only STREAMING rows record a stream"
     stream = event.result
-    draft = Draft(state)
-    draft.stream_results = (*state.stream_results, stream)
+    draft.stream_results = (*draft.stream_results, stream)
     if stream.thought_log is not None:
         draft.thought_log = stream.thought_log
-    if stream.status in _TAKES_TEXT:
+    status = stream.status
+    # Compared by identity: hashing an Enum member (a set lookup) is a Python-level call.
+    if (
+        status is StreamStatus.FUNCTION_CALL
+        or status is StreamStatus.COMPLETED
+        or status is StreamStatus.STOPPED_BY_USER
+    ):
         if is_visible(stream.accumulated_text):
             draft.final_text = stream.accumulated_text
-        draft.details_text = merge_details(state.details_text, stream.details_content)
-    if stream.status is StreamStatus.FUNCTION_CALL:
-        return _function_call(draft, state, event)
-    return _BY_STATUS[stream.status](draft, stream)
+        if stream.details_content:
+            draft.details_text = merge_details(draft.details_text, stream.details_content)
 
 
 def merge_details(merged: str, increment: str) -> str:
@@ -170,111 +140,79 @@ def merge_details(merged: str, increment: str) -> str:
     return f"{merged}\n\n{increment}" if merged else increment
 
 
-def _completed(draft: Draft, stream: StreamResult) -> Step:
-    effects: list[Effect] = [ResetFollowUpCount()]
-    return finish(draft, TurnStatus.COMPLETED, effects, draft.selected_sticker, move="completed")
+def reset_follow_ups(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The channel's follow-up count starts again."""
+    effects.append(ResetFollowUpCount())
 
 
-def _errored(draft: Draft, stream: StreamResult) -> Step:
-    status = TurnStatus(stream.status.value)
-    return finish(draft, status, [ResetFollowUpCount()], move="stream_failed")
+def finish_stream_failed(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The provider call failed: finish with its status, no sticker."""
+    finish(draft, TurnStatus(_stream(ctx).status.value), effects)
 
 
-def _empty(draft: Draft, stream: StreamResult) -> Step:
-    return finish(draft, TurnStatus.EMPTY_RESPONSE, [], move="empty_response")
+def finish_empty(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The model said nothing: finish `empty_response`."""
+    finish(draft, TurnStatus.EMPTY_RESPONSE, effects)
 
 
-def _stopped(draft: Draft, stream: StreamResult) -> Step:
-    answer: Effect = QueueStopResponse() if draft.turn.stop_context_queued else ClearStopRequest()
-    effects = [answer, ResetFollowUpCount()]
-    return finish(draft, TurnStatus.STOPPED_BY_USER, effects, move="stopped_by_user")
+def answer_stop(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A queued stop context is answered first, else the stop request is cleared."""
+    queued = draft.turn.stop_context_queued
+    effects.append(QueueStopResponse() if queued else ClearStopRequest())
 
 
-def _interrupted(draft: Draft, stream: StreamResult) -> Step:
-    effects: list[Effect] = [IncrementFollowUpCount()]
-    return finish(draft, TurnStatus.FOLLOW_UP_INTERRUPT, effects, move="follow_up_interrupt")
+def finish_stopped(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """Finish `stopped_by_user` with the text already delivered."""
+    finish(draft, TurnStatus.STOPPED_BY_USER, effects)
 
 
-_BY_STATUS = {
-    StreamStatus.COMPLETED: _completed,
-    StreamStatus.ERROR: _errored,
-    StreamStatus.TIMEOUT: _errored,
-    StreamStatus.EMPTY_RESPONSE: _empty,
-    StreamStatus.STOPPED_BY_USER: _stopped,
-    StreamStatus.FOLLOW_UP_INTERRUPT: _interrupted,
-}
+def finish_interrupted(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A follow-up interrupted the stream: count it and finish `follow_up_interrupt`."""
+    effects.append(IncrementFollowUpCount())
+    finish(draft, TurnStatus.FOLLOW_UP_INTERRUPT, effects)
 
 
 # -- stage 02 ------------------------------------------------------------------------------
 
 
-def _function_call(draft: Draft, state: IterationState, event: StreamEnded) -> Step:
-    """Validate the call, honour a genuine stop, then refuse or dispatch it."""
-    effects: list[Effect] = [MarkToolChainActive()]
-    stream = event.result
-    name = tool_call.valid_name(stream)
-    if name is None:
-        fields = {"iteration": draft.iteration, "data": repr(stream.data)}
-        effects.append(Log(level=Level.ERROR, message="Malformed function call", fields=fields))
-        return finish(draft, TurnStatus.ERROR, effects, move="call_malformed")
-    if guards.stop_requested(state, event):
-        return finish(draft, TurnStatus.STOPPED_BY_USER, effects, move="stopped_before_tool")
-    if event.stop is StopRequest.FOLLOW_UP:
+def mark_chain_active(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A `function_call` stream makes the channel's tool-call chain active (SPEC 4.3)."""
+    effects.append(MarkToolChainActive())
+
+
+def finish_malformed(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """No call data or a blank name: logged with the result, finish `error` (SPEC 6.1)."""
+    fields = {"iteration": draft.iteration, "data": repr(_stream(ctx).data)}
+    effects.append(Log(level=Level.ERROR, message="Malformed function call", fields=fields))
+    finish(draft, TurnStatus.ERROR, effects)
+
+
+def clear_follow_up(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A queued follow-up never turns a tool chain into a stop: it is cleared (SPEC 6.2)."""
+    if ctx.stop is StopRequest.FOLLOW_UP:
         effects.append(ClearStopRequest())
-    call = _call(stream)
-    if guards.arguments_truncated(state, event):
-        return _refuse_truncated(draft, stream, call, name, effects)
-    if guards.tool_blocked(state, event):
-        return _refuse_blocked(draft, stream, call, name, effects)
+
+
+def dispatch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The registry runs the call under its trimmed name, told about its turn (SPEC 6.3, 6.6)."""
+    event, call, name = ctx.event, ctx.call, ctx.name
+    assert isinstance(event, StreamEnded) and call is not None and name is not None
     context = tool_call.tool_context(draft.turn, draft.iteration, draft.short_term_memory_updated)
     effects.append(DispatchTool(call=tool_call.renamed(call, name), context=context))
-    draft.phase = Phase.DISPATCHING
-    draft.pending = PendingCall(stream=stream, name=name)
-    return Step(state=draft.commit(), effects=tuple(effects), move="dispatched")
+    draft.pending = PendingCall(stream=event.result, name=name)
 
 
-def tool_settled(state: IterationState, event: ToolSettled) -> Step:
-    """A stop during the tool aborts (its result is never fed back); else use the result."""
-    draft = Draft(state)
-    if guards.stop_requested(state, event):
-        return finish(draft, TurnStatus.STOPPED_BY_USER, [], move="stopped_during_tool")
-    effects: list[Effect] = [ClearStopRequest()] if event.stop is StopRequest.FOLLOW_UP else []
-    pending, result, turn = _pending(state), event.result, state.turn
-    stream, name = pending.stream, pending.name
-    call = _call(stream)
-    message = f"Function call completed: {name} ({event.duration_ms} ms)"
-    effects.append(Log(level=Level.INFO, message=message))
-    if result.success and not turn.direct_message:
-        effects.append(CountToolUsage(name=name))
-    if not result.success:
-        reason = tool_call.failure_reason(result)
-        effects.append(tool_call.failed_notice(state.iteration, call, name, reason, result.data))
-    if result.success and turn.deliberate_mode.active:
-        effects.append(RetainAffordance(name=name))
-    if (trigger := tool_call.trigger_notice(turn, state.iteration, name)) is not None:
-        effects.append(trigger)
-    if result.success and (kind := restart.restart_type(result.data)) is not None:
-        return _restart(draft, pending, kind, result.data, effects)
-    if result.success and name == SHORT_TERM_MEMORY_TOOL:
-        draft.short_term_memory_updated = True
-    sticker_tool = tool_call.is_sticker_tool(name)
-    response = tool_call.response_for(name, result)
-    outcome = HistoryOutcome(
-        entry=tool_call.history_entry(call, name, response, result, stream.accumulated_text),
-        success=result.success,
-        end_turn=result.end_turn,
-        response_delivered=result.success and result.response_delivered,
-        selects_sticker=sticker_tool,
-        sticker=tool_call.resolve_sticker(turn, result) if sticker_tool else None,
-        requires_follow_up=event.requires_follow_up,
-    )
-    return accept_history(draft, stream, name, outcome, effects)
+def keep_refusal(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A refused call never runs; its failure is kept in history (SPEC 6.4, then 6.5)."""
+    assert ctx.refusal is not None, "only the rows of a refused call keep a refusal"
+    stream, call, name = _stream(ctx), _call(ctx), _name(ctx)
+    _REFUSE[ctx.refusal](draft, stream, call, name, effects)
 
 
 def _refuse_truncated(
     draft: Draft, stream: StreamResult, call: FunctionCall, name: str, effects: list[Effect]
-) -> Step:
-    """A truncated call never runs; the model is asked to reissue it whole (step 4)."""
+) -> None:
+    """A truncated call never runs; the model is asked to reissue it whole (SPEC 6.4)."""
     message = f"Tool call arguments truncated by the provider: {name}"
     effects.append(Log(level=Level.ERROR, message=message))
     reason = tool_call.TRUNCATED_REASON
@@ -283,118 +221,152 @@ def _refuse_truncated(
     entry = tool_call.history_entry(
         attrs.evolve(call, args=None), name, response, None, stream.accumulated_text
     )
-    return accept_history(draft, stream, name, HistoryOutcome(entry=entry, success=False), effects)
+    _keep(draft, entry, success=False)
 
 
 def _refuse_blocked(
     draft: Draft, stream: StreamResult, call: FunctionCall, name: str, effects: list[Effect]
-) -> Step:
+) -> None:
     """A tool outside the deliberate-mode allowlist never runs; it counts as a failure."""
     response = tool_call.blocked_response(draft.turn, name)
     message = f"Tool blocked by deliberate tool mode: {name}"
     effects.append(Log(level=Level.WARNING, message=message))
     effects.append(tool_call.failed_notice(draft.iteration, call, name, response["reason"], None))
     entry = tool_call.history_entry(call, name, response, None, stream.accumulated_text)
-    outcome = HistoryOutcome(
-        entry=entry, success=False, selects_sticker=tool_call.is_sticker_tool(name)
-    )
-    return accept_history(draft, stream, name, outcome, effects)
+    if tool_call.is_sticker_tool(name):
+        draft.selected_sticker = None
+    _keep(draft, entry, success=False)
+
+
+_REFUSE = {Refusal.TRUNCATED: _refuse_truncated, Refusal.BLOCKED: _refuse_blocked}
+
+
+def abort_stopped(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A genuine stop aborts before or during the tool; nothing of the call is kept."""
+    finish(draft, TurnStatus.STOPPED_BY_USER, effects)
+
+
+def report_settled(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The settled tool is logged, counted, noticed and retained (SPEC 6.8-6.10)."""
+    event, name, call = ctx.event, ctx.name, ctx.call
+    assert isinstance(event, ToolSettled) and name is not None and call is not None
+    result, turn, iteration = event.result, draft.turn, draft.iteration
+    message = f"Function call completed: {name} ({event.duration_ms} ms)"
+    effects.append(Log(level=Level.INFO, message=message))
+    if result.success and not turn.direct_message:
+        effects.append(CountToolUsage(name=name))
+    if not result.success:
+        reason = tool_call.failure_reason(result)
+        effects.append(tool_call.failed_notice(iteration, call, name, reason, result.data))
+    if result.success and turn.deliberate_mode.active:
+        effects.append(RetainAffordance(name=name))
+    if (trigger := tool_call.trigger_notice(turn, iteration, name)) is not None:
+        effects.append(trigger)
+
+
+def keep_result(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The tool's result becomes the history entry the model reads (SPEC 6.12-6.16)."""
+    result, name, call, turn = ctx.result, ctx.name, ctx.call, draft.turn
+    assert result is not None and name is not None and call is not None
+    if result.success and name == SHORT_TERM_MEMORY_TOOL:
+        draft.short_term_memory_updated = True
+    if tool_call.is_sticker_tool(name):
+        draft.selected_sticker = tool_call.resolve_sticker(turn, result)
+    if result.success and result.response_delivered:
+        draft.tool_response_delivered = True
+    response = tool_call.response_for(name, result)
+    entry = tool_call.history_entry(call, name, response, result, ctx.pre_tool_text)
+    _keep(draft, entry, success=result.success)
 
 
 # -- stage 03 ------------------------------------------------------------------------------
 
 
-def _restart(
-    draft: Draft, pending: PendingCall, kind: str, data: dict[str, Any], effects: list[Effect]
-) -> Step:
-    """Restart with richer context: no history entry, counters reset, next iteration."""
-    draft.consecutive_tool_errors = 0
-    draft.nai_consecutive_tool_failures = 0
-    key = restart.pending_context_key(data)
-    if key is not None:
-        effects.append(TakeStashedContext(key=key))
-        draft.phase = Phase.TAKING_STASH
-        draft.pending = attrs.evolve(pending, restart_type=kind)
-        return Step(state=draft.commit(), effects=tuple(effects), move="restart_takes_stash")
+def restart_context(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """Restart with the tool's enhanced item: no history entry, counters reset (SPEC 6a)."""
+    _reset_counters(draft)
+    data, kind = _result(ctx).data, _restart_type(ctx)
     draft.context = restart.apply_restart(draft.context, kind, restart.enhanced_item(data))
-    return next_iteration(draft, effects, "restarted")
 
 
-def stash_taken(state: IterationState, event: StashTaken) -> Step:
+def take_stash(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """Restart with a stashed item: ask for it, holding the call until it comes (SPEC 6a)."""
+    _reset_counters(draft)
+    key = restart.pending_context_key(_result(ctx).data)
+    assert key is not None, "the row taking the stash is guarded by has_stash_key"
+    effects.append(TakeStashedContext(key=key))
+    assert draft.pending is not None, "DISPATCHING always holds the call"
+    draft.pending = attrs.evolve(draft.pending, restart_type=_restart_type(ctx))
+
+
+def join_stash(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """The stashed enrichment item joins the context; a missing one is only a warning."""
-    kind = _pending(state).restart_type or ""
-    effects: list[Effect] = []
+    event = ctx.event
+    assert isinstance(event, StashTaken) and draft.pending is not None
+    kind = draft.pending.restart_type or ""
     if event.item is None:
         message = "Stashed context item is missing or expired; continuing without it"
         effects.append(Log(level=Level.WARNING, message=message))
-    draft = Draft(state)
-    draft.context = restart.apply_restart(state.context, kind, event.item)
-    return next_iteration(draft, effects, "restarted_with_stash")
+    draft.context = restart.apply_restart(draft.context, kind, event.item)
+
+
+def _reset_counters(draft: Draft) -> None:
+    draft.consecutive_tool_errors = 0
+    draft.nai_consecutive_tool_failures = 0
 
 
 # -- the history branch of the coordinator -------------------------------------------------
 
 
-def accept_history(
-    draft: Draft, stream: StreamResult, name: str, outcome: HistoryOutcome, effects: list[Effect]
-) -> Step:
-    """Keep the entry, then apply the error cap, end_turn, NovelAI and exit policies in order."""
-    draft.function_history = (*draft.function_history, outcome.entry)
-    draft.tool_response_delivered = draft.tool_response_delivered or outcome.response_delivered
+def _keep(draft: Draft, entry: ToolHistoryEntry, *, success: bool) -> None:
+    """Keep the entry and count the outcome (SPEC 4, history, and its step 1)."""
+    draft.function_history = (*draft.function_history, entry)
     draft.accumulated_model_parts = ()
-    if outcome.selects_sticker:
-        draft.selected_sticker = outcome.sticker
-    if outcome.success:
-        draft.consecutive_tool_errors = 0
-        draft.nai_consecutive_tool_failures = 0
+    if success:
+        _reset_counters(draft)
     else:
         draft.consecutive_tool_errors = draft.consecutive_tool_errors + 1
-        if draft.consecutive_tool_errors >= draft.config.max_consecutive_tool_errors:
-            return _tool_error_loop(draft, effects)
-    if outcome.end_turn:
-        return finish(draft, TurnStatus.COMPLETED, effects, draft.selected_sticker, move="end_turn")
-    text, provider = stream.accumulated_text, draft.turn.provider
-    novelai_text = is_novelai(provider) and is_visible(text)
-    if not outcome.success:
-        if novelai_text:
-            return _novelai_failure(draft, effects)
-        return next_iteration(draft, effects, "tool_failed")
-    if should_end_after_pre_tool_text(provider, name, outcome.requires_follow_up, text):
-        sticker = draft.selected_sticker
-        return finish(draft, TurnStatus.COMPLETED, effects, sticker, move="exit_policy_ended")
-    if novelai_text:
-        _suppress_text(draft, False, effects)
-    return next_iteration(draft, effects, "tool_succeeded")
 
 
-def _tool_error_loop(draft: Draft, effects: list[Effect]) -> Step:
-    """Too many failures in a row: notice (or raise under impersonation), finish `error`."""
+def raise_impersonation(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """Too many failures while speaking as the user: the attempt raises instead."""
+    count = draft.consecutive_tool_errors
+    message = f"User impersonation aborted: the model failed {count} tool calls in a row."
+    effects.append(RaiseError(kind=ErrorKind.IMPERSONATION_ABORTED, message=message))
+    draft.pending = None
+
+
+def finish_error_loop(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """Too many failures in a row: the tool error loop notice (or a log), finish `error`."""
     turn, count = draft.turn, draft.consecutive_tool_errors
-    if turn.user_impersonation:
-        message = f"User impersonation aborted: the model failed {count} tool calls in a row."
-        effects.append(RaiseError(kind=ErrorKind.IMPERSONATION_ABORTED, message=message))
-        draft.phase = Phase.FINISHED
-        draft.pending = None
-        return Step(state=draft.commit(), effects=tuple(effects), move="impersonation_aborted")
     if turn.surface_user_errors:
         effects.append(_notice(NoticeKey.TOOL_ERROR_LOOP, Level.ERROR, draft.iteration))
     else:
         message = f"Tool error loop: {count} failed tool calls in a row"
         effects.append(Log(level=Level.ERROR, message=message))
-    return finish(draft, TurnStatus.ERROR, effects, move="tool_error_loop")
+    finish(draft, TurnStatus.ERROR, effects)
 
 
-def _novelai_failure(draft: Draft, effects: list[Effect]) -> Step:
-    """NovelAI failed after visible text: retry with text suppressed, up to the threshold."""
-    draft.nai_consecutive_tool_failures = failures = draft.nai_consecutive_tool_failures + 1
-    if failures >= draft.config.nai_tool_failure_retry_threshold:
-        effects.append(_notice(NoticeKey.NAI_TOOL_RETRY_EXHAUSTED, Level.ERROR, draft.iteration))
-        sticker = draft.selected_sticker
-        return finish(
-            draft, TurnStatus.COMPLETED, effects, sticker, move="novelai_retries_exhausted"
-        )
+def count_novelai_failure(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A NovelAI failure after visible text counts toward the retry threshold."""
+    draft.nai_consecutive_tool_failures = draft.nai_consecutive_tool_failures + 1
+
+
+def finish_novelai_exhausted(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """NovelAI retries are used up: notice, finish `completed` with the delivered text."""
+    effects.append(_notice(NoticeKey.NAI_TOOL_RETRY_EXHAUSTED, Level.ERROR, draft.iteration))
+    finish_with_sticker(ctx, draft, effects)
+
+
+def suppress_text(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """NovelAI retries with its text suppressed."""
     _suppress_text(draft, True, effects)
-    return next_iteration(draft, effects, "novelai_retry")
+
+
+def unsuppress_after_novelai_text(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A NovelAI success after visible text lets text through again (SPEC 4, history step 5)."""
+    if ctx.novelai_text:
+        _suppress_text(draft, False, effects)
 
 
 def _suppress_text(draft: Draft, suppressed: bool, effects: list[Effect]) -> None:
@@ -404,11 +376,33 @@ def _suppress_text(draft: Draft, suppressed: bool, effects: list[Effect]) -> Non
         draft.suppress_text_output = suppressed
 
 
-def _pending(state: IterationState) -> PendingCall:
-    assert state.pending is not None, "DISPATCHING and TAKING_STASH always hold the call"
-    return state.pending
+# -- what the event carries ----------------------------------------------------------------
 
 
-def _call(stream: StreamResult) -> FunctionCall:
-    assert isinstance(stream.data, FunctionCall), "a valid function_call stream carries its call"
-    return stream.data
+def _stream(ctx: Context) -> StreamResult:
+    assert isinstance(ctx.event, StreamEnded), "only STREAMING rows read the stream"
+    return ctx.event.result
+
+
+def _settled(ctx: Context) -> ToolSettled:
+    assert isinstance(ctx.event, ToolSettled), "only DISPATCHING rows read the tool's result"
+    return ctx.event
+
+
+def _result(ctx: Context) -> ToolResult:
+    return _settled(ctx).result
+
+
+def _call(ctx: Context) -> FunctionCall:
+    assert ctx.call is not None, "a valid or pending call carries its call"
+    return ctx.call
+
+
+def _name(ctx: Context) -> str:
+    assert ctx.name is not None, "a valid or pending call has its trimmed name"
+    return ctx.name
+
+
+def _restart_type(ctx: Context) -> str:
+    assert ctx.restart is not None, "restart rows are guarded by restart_requested"
+    return ctx.restart

@@ -1,38 +1,27 @@
-"""The transition function: `step(state, event) -> Step(state, effects)`.
+"""The transition function: `step(state, event) -> Step(state, effects, move)`.
 
-Theory of operation. The loop is in one `Phase` at a time and each phase waits
-for exactly one kind of event, the answer to the awaited effect that ended the
-previous step:
+`step` runs the table (`toolloop.engine.table`, whose header is the theory of
+operation): it builds the event's `Context` once, takes the first row of the
+(phase, event type) whose guards hold, runs the row's actions on a draft of the
+next state and moves to the row's destination. A pair without rows raises
+`InvalidEvent` and leaves the state as it was.
 
-    IDLE          --TurnStarted-->  STREAMING | FINISHED
-    STREAMING     --StreamEnded-->  DISPATCHING | STREAMING | FINISHED
-    DISPATCHING   --ToolSettled-->  STREAMING | TAKING_STASH | FINISHED
-    TAKING_STASH  --StashTaken-->   STREAMING | FINISHED
-
-STREAMING goes straight back to STREAMING when stage 02 refuses the call
-without running it (truncated arguments, the deliberate-mode allowlist).
-
-Every other (phase, event) pair raises `InvalidEvent` and leaves the state as
-it was. `step` is pure: it does no I/O, reads no clock and does not execute its
+`step` is pure: it does no I/O, reads no clock and does not execute its
 effects (it is to the interpreter what XState's `transition()` is to a service).
-The declared machine in `toolloop.specs.machine` lists the same moves as data.
 """
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from toolloop.engine import loop
-from toolloop.engine.events import (
-    Event,
-    StashTaken,
-    StreamEnded,
-    ToolSettled,
-    TurnStarted,
-)
-from toolloop.engine.loop import Step
+import attrs
+
+from toolloop.engine.draft import Draft
+from toolloop.engine.effects import Effect
+from toolloop.engine.events import Event
+from toolloop.engine.guards import Context, Guard
+from toolloop.engine.table import ROWS, Move, Row
 from toolloop.states import ContextState, IterationState, LoopConfig, Phase, TurnSettings
 
-__all__ = ["HANDLERS", "InvalidEvent", "Step", "initial_state", "step"]
+__all__ = ["InvalidEvent", "Step", "initial_state", "step"]
 
 
 class InvalidEvent(RuntimeError):
@@ -44,22 +33,105 @@ class InvalidEvent(RuntimeError):
         self.event = event
 
 
-HANDLERS: dict[type[Any], tuple[Phase, Callable[[IterationState, Any], Step]]] = {
-    TurnStarted: (Phase.IDLE, loop.turn_started),
-    StreamEnded: (Phase.STREAMING, loop.stream_ended),
-    ToolSettled: (Phase.DISPATCHING, loop.tool_settled),
-    StashTaken: (Phase.TAKING_STASH, loop.stash_taken),
-}
-"""Each event type -> the one phase that waits for it, and its handler."""
-_UNHANDLED = (None, None)
+@attrs.frozen(kw_only=True, slots=False)
+class Step:
+    """What `step` returns: the next state and the effects to carry out, in order."""
+
+    state: IterationState
+    effects: tuple[Effect, ...]
+    move: Move
+    """The move the row taken reports (see `toolloop.engine.table`)."""
+
+
+Transition = Callable[[IterationState, Event], Step]
 
 
 def step(state: IterationState, event: Event) -> Step:
     """The next state and the effects to carry out, for `event` arriving in `state`."""
-    phase, handler = HANDLERS.get(type(event), _UNHANDLED)
-    if handler is None or phase is not state.phase:
-        raise InvalidEvent(state.phase, event)
-    return handler(state, event)
+    phase = state.phase
+    for waiting, transition in _TRANSITIONS.get(type(event), ()):
+        if waiting is phase:
+            return transition(state, event)
+    raise InvalidEvent(phase, event)
+
+
+def compile_rows(rows: Sequence[Row]) -> tuple[Transition, str]:
+    """The rows of one (phase, event type) as one function, and its source.
+
+    The function does what reading the rows says, spelled out: build the
+    context, test each row's guards in order, run the first matching row's
+    actions on a draft, move to its destination. Consecutive rows whose `when`
+    starts with the same guard test it once, in one `if` around them (guards are
+    pure, so this selects the same row). Compiled once on import, it spares
+    every event an interpreter's loops over rows, guards and actions.
+    """
+    names: dict[str, object] = {"Context": Context, "Draft": Draft, "Step": Step}
+    numbered = [(number, row, row.when) for number, row in enumerate(rows)]
+    lines = ["def transition(state, event):", "    ctx = Context(state, event)"]
+    lines += _select(numbered, names, "    ")
+    lines.append(
+        "    raise AssertionError(f'no row of the table takes {event!r} in {state.phase}')"
+    )
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<table {rows[0].source.value} {rows[0].event.__name__}>", "exec"), names)
+    transition: Transition = names["transition"]  # type: ignore[assignment]
+    return transition, source
+
+
+Numbered = list[tuple[int, Row, tuple[Guard, ...]]]
+"""Rows with their number and the `when` guards not yet tested by an enclosing `if`."""
+
+
+def _select(rows: Numbered, names: dict[str, object], indent: str) -> list[str]:
+    lines: list[str] = []
+    index = 0
+    while index < len(rows):
+        _, _, when = rows[index]
+        end = index + 1
+        while when and end < len(rows) and rows[end][2][:1] == when[:1]:
+            end += 1
+        if end - index > 1:
+            lines.append(f"{indent}if {_name(names, when[0])}(ctx):")
+            inner = [(number, row, rest[1:]) for number, row, rest in rows[index:end]]
+            lines += _select(inner, names, indent + "    ")
+        else:
+            lines += _row(*rows[index], names, indent)
+        index = end
+    return lines
+
+
+def _row(
+    number: int, row: Row, when: tuple[Guard, ...], names: dict[str, object], indent: str
+) -> list[str]:
+    tests = [f"{_name(names, guard)}(ctx)" for guard in when]
+    tests += [f"not {_name(names, guard)}(ctx)" for guard in row.unless]
+    names[f"row_{number}"] = row
+    body = indent + "    "
+    return [
+        f"{indent}if {' and '.join(tests) or 'True'}:  # {row.move} (SPEC {row.rule})",
+        f"{body}draft, effects = Draft(state), []",
+        *(f"{body}{_name(names, action)}(ctx, draft, effects)" for action in row.actions),
+        f"{body}draft.phase = row_{number}.dest",
+        f"{body}return Step(state=draft.commit(), effects=tuple(effects), move=row_{number}.move)",
+    ]
+
+
+def _name(names: dict[str, object], function: Callable[..., object]) -> str:
+    """`function`'s name in the generated code (its own name, prefixed by its module's)."""
+    name = f"{function.__module__.rsplit('.', 1)[-1]}_{function.__name__}"
+    names[name] = function
+    return name
+
+
+_COMPILED = {
+    (event, phase): compile_rows(rows) for event, pairs in ROWS.items() for phase, rows in pairs
+}
+_TRANSITIONS = {
+    event: tuple((phase, _COMPILED[(event, phase)][0]) for phase, _ in pairs)
+    for event, pairs in ROWS.items()
+}
+SOURCES = {key: source for key, (_, source) in _COMPILED.items()}
+"""(event type, phase) -> the generated source of its transition, to read when debugging."""
 
 
 def initial_state(config: LoopConfig, turn: TurnSettings) -> IterationState:

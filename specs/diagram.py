@@ -1,10 +1,12 @@
 """Diagrams of the declared machine: Mermaid and DOT text, SVG and PNG through Graphviz.
 
-Everything is drawn from `toolloop.specs.machine.MACHINE`: one node per phase,
-one edge per declared move, labelled with the move's name, its event and its
-guards (`not g` for an unless guard). Given a trace, the same machine is drawn
-with the moves that one recorded attempt took highlighted and each labelled
-with how often it was taken.
+Everything is drawn from `toolloop.specs.machine.MACHINE`, read off the table:
+one node per phase, one edge per move label from a phase, labelled with the
+label, its event and its guards (`not g` for an unless guard; the moves a label
+names are joined by `or`) and, on request (`toolloop diagram --rules`), the
+SPEC rules its rows implement. Given a trace, the same machine is drawn with
+the moves that one recorded attempt took highlighted and each labelled with
+how often it was taken.
 
 A trace is the JSON-lines file of `toolloop.engine.trace` (`toolloop simulate
 --trace FILE` writes it). The diagram needs only its `step` lines, but the
@@ -52,10 +54,42 @@ class UndeclaredMove(ValueError):
     """A trace took a move the declaration does not have."""
 
 
-def guards_text(move: Move) -> str:
-    """The move's guards, e.g. `[end_turn_requested and not restart_requested]`."""
-    names = [*move.conditions, *(f"not {name}" for name in move.unless)]
-    return f" [{' and '.join(names)}]" if names else ""
+Edge = tuple[Move, ...]
+"""The moves one label names from one phase: one edge of the diagram."""
+
+
+def edges(declaration: Declaration) -> list[Edge]:
+    """The declared moves grouped by (source, label), in declared order."""
+    grouped: dict[tuple[Phase, str], list[Move]] = {}
+    for move in declaration.moves:
+        grouped.setdefault((move.source, move.label), []).append(move)
+    return [tuple(moves) for moves in grouped.values()]
+
+
+def _guard_names(move: Move) -> tuple[str, ...]:
+    return (*move.conditions, *(f"not {name}" for name in move.unless))
+
+
+def guard_alternatives(edge: Edge) -> list[tuple[str, ...]]:
+    """The edge's guards, one conjunction per move, without those another one implies.
+
+    `a and b or a` is `a`: a move whose guards include all of another's adds nothing.
+    """
+    names = list(dict.fromkeys(_guard_names(move) for move in edge))
+    return [a for a in names if not any(set(b) < set(a) for b in names)]
+
+
+def guards_text(edge: Edge) -> str:
+    """The edge's guards, e.g. `[end_turn_requested and not restart_requested]`."""
+    alternatives = guard_alternatives(edge)
+    text = " or ".join(" and ".join(names) for names in alternatives if names)
+    return f" [{text}]" if all(alternatives) else ""
+
+
+def rules_text(edge: Edge) -> str:
+    """The SPEC rules the edge's moves implement, e.g. `SPEC 4.3h2`."""
+    rules = dict.fromkeys(rule for move in edge for rule in move.rule.split())
+    return f"SPEC {' '.join(rules)}" if rules else ""
 
 
 def _count_suffix(move: Move, counts: Counts | None) -> str:
@@ -64,11 +98,16 @@ def _count_suffix(move: Move, counts: Counts | None) -> str:
     return f" ×{counts.get((move.source, move.label), 0)}"
 
 
-def mermaid(declaration: Declaration = MACHINE, counts: Counts | None = None) -> str:
+def mermaid(
+    declaration: Declaration = MACHINE, counts: Counts | None = None, *, rules: bool = False
+) -> str:
     """`stateDiagram-v2` text; with `counts`, moves carry counts and visited phases a class."""
     lines = ["stateDiagram-v2", f"    [*] --> {declaration.initial.value}"]
-    for move in declaration.moves:
-        label = f"{move.label}{_count_suffix(move, counts)} · {move.trigger}{guards_text(move)}"
+    for edge in edges(declaration):
+        move = edge[0]
+        label = f"{move.label}{_count_suffix(move, counts)} · {move.trigger}{guards_text(edge)}"
+        if rules:
+            label += f" · {rules_text(edge)}"
         lines.append(f"    {move.source.value} --> {move.dest.value}: {label}")
     lines.append(f"    {declaration.final.value} --> [*]")
     if counts is not None:
@@ -84,7 +123,9 @@ def _visited(declaration: Declaration, counts: Counts) -> set[Phase]:
     return {phase for move in taken for phase in (move.source, move.dest)}
 
 
-def dot(declaration: Declaration = MACHINE, counts: Counts | None = None) -> str:
+def dot(
+    declaration: Declaration = MACHINE, counts: Counts | None = None, *, rules: bool = False
+) -> str:
     """Graphviz DOT text; with `counts`, taken moves are drawn bold and the rest grey."""
     visited = _visited(declaration, counts) if counts is not None else set()
     lines = [
@@ -99,7 +140,9 @@ def dot(declaration: Declaration = MACHINE, counts: Counts | None = None) -> str
         fill = ', fillcolor="#fed7aa"' if phase in visited else ""
         lines.append(f'    {phase.value} [label="{phase.name}"{fill}];')
     ports = _ports(declaration)
-    lines.extend(_dot_edge(move, counts, ports.get(move, "")) for move in declaration.moves)
+    lines.extend(
+        _dot_edge(edge, counts, ports.get(edge[0], ""), rules) for edge in edges(declaration)
+    )
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -113,7 +156,7 @@ def _ports(declaration: Declaration) -> dict[Move, str]:
     order = list(declaration.phases)
     ports: dict[Move, str] = {}
     for phase in declaration.phases:
-        loops = [m for m in declaration.moves_from(phase) if m.dest is phase]
+        loops = [e[0] for e in edges(declaration) if e[0].source is phase and e[0].dest is phase]
         if not loops:
             continue
         for move, side in zip(loops, itertools.cycle(("n", "sw")), strict=False):
@@ -126,10 +169,13 @@ def _ports(declaration: Declaration) -> dict[Move, str]:
     return ports
 
 
-def _dot_edge(move: Move, counts: Counts | None, ports: str) -> str:
+def _dot_edge(edge: Edge, counts: Counts | None, ports: str, rules: bool) -> str:
+    move = edge[0]
     title = f"<b>{move.label}{_count_suffix(move, counts)}</b>"
-    guards = [*move.conditions, *(f"not {name}" for name in move.unless)]
-    label = "<br/>".join([title, move.trigger, *guards])
+    guards = [" and ".join(names) for names in guard_alternatives(edge) if names]
+    if len(guards) > 1:
+        guards = [f"{names} or" for names in guards[:-1]] + guards[-1:]
+    label = "<br/>".join([title, move.trigger, *guards, *([rules_text(edge)] if rules else [])])
     style = ""
     if counts is not None:
         taken = counts.get((move.source, move.label), 0) > 0
@@ -160,14 +206,17 @@ def trace_counts(trace: Trace, declaration: Declaration = MACHINE) -> Counter[tu
     return counts
 
 
-def diagram(fmt: str, trace_file: Path | None = None) -> bytes:
-    """`toolloop diagram`: the machine in `fmt`, highlighted by the trace file when given."""
+def diagram(fmt: str, trace_file: Path | None = None, *, rules: bool = False) -> bytes:
+    """`toolloop diagram`: the machine in `fmt`, highlighted by the trace file when given.
+
+    With `rules`, each edge also names the SPEC rules of its moves.
+    """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     counts = None
     if trace_file is not None:
         counts = trace_counts(load_lines(trace_file.read_text().splitlines()))
     if fmt == "mermaid":
-        return mermaid(counts=counts).encode()
-    text = dot(counts=counts)
+        return mermaid(counts=counts, rules=rules).encode()
+    text = dot(counts=counts, rules=rules)
     return text.encode() if fmt == "dot" else render(text, fmt)

@@ -1,26 +1,25 @@
-"""The declared machine: the tool loop's phases and moves, as data for `transitions`.
+"""The declared machine: the table of `toolloop.engine.table`, as data to check and draw.
 
-This is the one list of every move `step` may make. The conformance tests check
-`step` against it, `toolloop.specs.paths` derives model-based scenarios from it,
-and `toolloop.specs.diagram` draws it; none of them keeps a copy.
+`MOVES` is read off `TABLE`, one declared move per row, so the table is written
+once: the conformance tests check `step` against it, `toolloop.specs.paths`
+derives model-based scenarios from it, and `toolloop.specs.diagram` draws it.
 
-A move is (trigger, source, dest, conditions, unless, label): the trigger is
-the event class that causes it, the conditions and unless lists name guards in
-`toolloop.engine.guards` (all conditions hold, no unless holds), and the label
-is the name `step` reports in `Step.move`. The moves of one (source, trigger)
-are tried in the order declared and the first whose guards hold is taken, which
-is how `transitions` picks a transition; `build_machine` hands the same list to
-a `transitions.Machine` (`auto_transitions=False`), and `Executable.predict`
-asks it which move an event selects.
-
-Not declared: a `ceiling_reached` from IDLE. The ceiling is checked when every
-iteration begins, but the smallest configurable ceiling (SPEC 2) is one
-iteration, so the first always starts.
+A move is (trigger, source, dest, conditions, unless, label, rule): the trigger
+is the event class that causes it, the conditions and unless lists name guards
+in `toolloop.engine.guards` (all conditions hold, no unless holds), the label
+is the name `step` reports in `Step.move`, and the rule is the SPEC rule of the
+row. The moves of one (source, trigger) are tried in the order declared and the
+first whose guards hold is taken, which is how `transitions` picks a transition;
+`build_machine` hands the same list to a `transitions.Machine`
+(`auto_transitions=False`), and `Executable.predict` asks it which move an
+event selects. One label may name several moves from one phase (the ceiling
+after each kind of outcome) when they share the trigger and the destination,
+so a trace's (source, label, dest) still names one edge of the diagram.
 
 `declare` checks a declaration when it is built and raises a `DeclarationError`
 naming the phase or move at fault: an unknown phase, event or guard, a move
-label used twice from one phase, a phase the start cannot reach, or a phase
-with no path to the final one.
+label used from one phase for two destinations, a phase the start cannot
+reach, or a phase with no path to the final one.
 """
 
 from __future__ import annotations
@@ -34,7 +33,8 @@ from transitions import Machine
 
 from toolloop.engine import guards
 from toolloop.engine.events import EVENT_TYPES, Event
-from toolloop.engine.guards import Guard
+from toolloop.engine.guards import Context, Guard
+from toolloop.engine.table import TABLE, Row
 from toolloop.states import IterationState, Phase
 
 IDLE, STREAMING, DISPATCHING, TAKING_STASH, FINISHED = (
@@ -61,16 +61,22 @@ class Move:
     """Guards that must all hold on (state_before, event)."""
     unless: tuple[str, ...] = ()
     """Guards of which none may hold."""
+    rule: str = ""
+    """The SPEC rule the move implements, e.g. "6.4"."""
+    case: int = 0
+    """Which of the moves sharing this label from `source` it is, in declared order."""
 
     @property
     def where(self) -> str:
-        """How errors and reports name the move: `label` from `source`."""
-        return f"move {self.label!r} from {self.source.value}"
+        """How errors and reports name the move: `label` from `source` (and its case)."""
+        case = f" (case {self.case})" if self.case else ""
+        return f"move {self.label!r} from {self.source.value}{case}"
 
     def holds(self, state: IterationState, event: Event) -> bool:
         """Whether this move's guards select it for `event` arriving in `state`."""
-        return all(resolve_guard(name, self)(state, event) for name in self.conditions) and not any(
-            resolve_guard(name, self)(state, event) for name in self.unless
+        ctx = Context(state, event)
+        return all(resolve_guard(name, self)(ctx) for name in self.conditions) and not any(
+            resolve_guard(name, self)(ctx) for name in self.unless
         )
 
 
@@ -88,8 +94,12 @@ class Declaration:
         return tuple(move for move in self.moves if move.source is source)
 
     def move(self, source: Phase, label: str) -> Move | None:
-        """The move named `label` from `source`, if declared."""
+        """The (first) move named `label` from `source`, if declared."""
         return next((m for m in self.moves_from(source) if m.label == label), None)
+
+    def named(self, source: Phase, label: str) -> tuple[Move, ...]:
+        """Every move named `label` from `source`, in declared order."""
+        return tuple(m for m in self.moves_from(source) if m.label == label)
 
 
 class DeclarationError(ValueError):
@@ -113,7 +123,10 @@ class UnknownGuard(DeclarationError):
 
 
 class DuplicateMove(DeclarationError):
-    """Two moves from one phase share a label, so `Step.move` could not tell them apart."""
+    """Two moves from one phase share a label but not the event and destination.
+
+    A trace records only the label, so the label must say where the loop went.
+    """
 
 
 class UnreachablePhase(DeclarationError):
@@ -163,11 +176,15 @@ def _check_move(declaration: Declaration, move: Move) -> None:
 
 
 def _check_unique(moves: Iterable[Move]) -> None:
-    seen: set[tuple[Phase, str]] = set()
+    seen: dict[tuple[Phase, str], Move] = {}
     for move in moves:
-        if (move.source, move.label) in seen:
-            raise DuplicateMove(move.where, "the label is declared twice from this phase")
-        seen.add((move.source, move.label))
+        first = seen.setdefault((move.source, move.label), move)
+        if (first.trigger, first.dest) != (move.trigger, move.dest):
+            raise DuplicateMove(
+                move.where,
+                f"the label is declared twice from this phase, on {first.trigger} to "
+                f"{first.dest.value} and on {move.trigger} to {move.dest.value}",
+            )
 
 
 def _check_paths(declaration: Declaration) -> None:
@@ -195,74 +212,29 @@ def _closure(start: Phase, edges: set[tuple[Phase, Phase]]) -> set[Phase]:
     return found
 
 
-def _moves(trigger: str, source: Phase, rows: Sequence[tuple[str, Phase, str]]) -> list[Move]:
-    """Moves from `source` on `trigger`; guards are space-separated, `!name` for unless."""
-    return [
-        Move(
-            label=label,
-            trigger=trigger,
-            source=source,
-            dest=dest,
-            conditions=tuple(g for g in spec.split() if not g.startswith("!")),
-            unless=tuple(g[1:] for g in spec.split() if g.startswith("!")),
+def moves_of(table: Sequence[Row]) -> tuple[Move, ...]:
+    """One declared move per row of the table, its guards named, in the table's order."""
+    cases: dict[tuple[Phase, str], int] = {}
+    moves = []
+    for row in table:
+        case = cases[(row.source, row.move)] = cases.get((row.source, row.move), -1) + 1
+        moves.append(
+            Move(
+                label=row.move.value,
+                trigger=row.event.__name__,
+                source=row.source,
+                dest=row.dest,
+                conditions=tuple(guard.__name__ for guard in row.when),
+                unless=tuple(guard.__name__ for guard in row.unless),
+                rule=row.rule,
+                case=case,
+            )
         )
-        for label, dest, spec in rows
-    ]
+    return tuple(moves)
 
 
-MOVES: tuple[Move, ...] = (
-    *_moves("TurnStarted", IDLE, [("started", STREAMING, "")]),
-    *_moves(
-        "StreamEnded",
-        STREAMING,
-        [
-            ("completed", FINISHED, "stream_completed"),
-            ("stream_failed", FINISHED, "stream_failed"),
-            ("empty_response", FINISHED, "stream_empty"),
-            ("stopped_by_user", FINISHED, "stream_stopped"),
-            ("follow_up_interrupt", FINISHED, "stream_interrupted"),
-            ("call_malformed", FINISHED, "call_malformed"),
-            ("stopped_before_tool", FINISHED, "stop_requested"),
-            (
-                "impersonation_aborted",
-                FINISHED,
-                "call_refused error_cap_reached under_impersonation",
-            ),
-            ("tool_error_loop", FINISHED, "call_refused error_cap_reached"),
-            ("novelai_retries_exhausted", FINISHED, "call_refused novelai_retries_exhausted"),
-            ("ceiling_reached", FINISHED, "call_refused ceiling_reached"),
-            ("novelai_retry", STREAMING, "call_refused novelai_failure_after_text"),
-            ("tool_failed", STREAMING, "call_refused"),
-            ("dispatched", DISPATCHING, ""),
-        ],
-    ),
-    *_moves(
-        "ToolSettled",
-        DISPATCHING,
-        [
-            ("stopped_during_tool", FINISHED, "stop_requested"),
-            ("restart_takes_stash", TAKING_STASH, "restart_requested has_stash_key"),
-            ("impersonation_aborted", FINISHED, "error_cap_reached under_impersonation"),
-            ("tool_error_loop", FINISHED, "error_cap_reached"),
-            ("end_turn", FINISHED, "end_turn_requested !restart_requested"),
-            ("novelai_retries_exhausted", FINISHED, "novelai_retries_exhausted"),
-            ("exit_policy_ended", FINISHED, "exit_policy_ends !restart_requested"),
-            ("ceiling_reached", FINISHED, "ceiling_reached"),
-            ("restarted", STREAMING, "restart_requested"),
-            ("novelai_retry", STREAMING, "novelai_failure_after_text"),
-            ("tool_failed", STREAMING, "outcome_failed"),
-            ("tool_succeeded", STREAMING, "tool_succeeded"),
-        ],
-    ),
-    *_moves(
-        "StashTaken",
-        TAKING_STASH,
-        [
-            ("ceiling_reached", FINISHED, "ceiling_reached"),
-            ("restarted_with_stash", STREAMING, ""),
-        ],
-    ),
-)
+MOVES: tuple[Move, ...] = moves_of(TABLE)
+"""The table's rows as declared moves."""
 
 MACHINE: Declaration = declare(MOVES)
 """The tool loop's machine, checked on import."""
@@ -309,24 +281,25 @@ class Executable:
         self._machine.set_state(state.phase, self._probe)
         trigger = self._machine.events.get(type(event).__name__)
         if trigger is not None:
-            trigger.trigger(self._probe, state, event)
+            trigger.trigger(self._probe, Context(state, event))
         return self._probe.taken
 
     def violation(self, state: IterationState, event: Event, move: str, dest: Phase) -> str | None:
         """Why `step` moving by `move` to `dest` breaks the declaration, or None when it conforms.
 
         The move must be declared from the state's phase, for the event's class and `dest`,
-        its guards must hold, and it must be the move the declaration selects.
+        the guards of one of the moves of that label must hold, and the declaration must
+        select one of them.
         """
         source, trigger = state.phase, type(event).__name__
         seen = f"{source.value} -{move}-> {dest.value} on {trigger}"
-        declared = self.declaration.move(source, move)
-        if declared is None or (declared.trigger, declared.dest) != (trigger, dest):
+        declared = self.declaration.named(source, move)
+        if not declared or (declared[0].trigger, declared[0].dest) != (trigger, dest):
             return f"{seen} is not a declared move"
-        if not declared.holds(state, event):
+        if not any(m.holds(state, event) for m in declared):
             return f"{seen}: its guards do not hold"
         predicted = self.predict(state, event)
-        if predicted is not declared:
+        if predicted not in declared:
             other = "no move" if predicted is None else f"move {predicted.label!r}"
             return f"{seen}: the declaration selects {other} first"
         return None

@@ -52,6 +52,10 @@ ONE_ITERATION = {"BOT_MAX_FUNCTION_CALL_ITERATIONS": "1"}
 ONE_ERROR = {"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": "1"}
 ONE_NAI_RETRY = {"NAI_TOOL_FAILURE_RETRY_THRESHOLD": "1"}
 IMPERSONATION: JsonObject = {"user_impersonation": True}
+RESTART: JsonObject = {
+    "success": True,
+    "data": {"type": "context_restart_youtube", "enhanced_context_item": {"text": "t"}},
+}
 
 
 @attrs.frozen(kw_only=True)
@@ -74,8 +78,9 @@ def _result(result: JsonObject, **needs: Any) -> Witness:
     return Witness(result=result, **needs)
 
 
-#: (source, move label) -> its witness; every declared move has one.
-WITNESSES: dict[tuple[Phase, str], Witness] = {
+#: (source, move label) -> its witness; every declared move has one. A label that names
+#: several moves from one source (`Move.case`) has one witness per move, in declared order.
+WITNESSES: dict[tuple[Phase, str], Witness | tuple[Witness, ...]] = {
     (IDLE, "started"): Witness(),
     (STREAMING, "completed"): _stream({"status": "completed", "text": "Done."}),
     (STREAMING, "stream_failed"): _stream({"status": "error", "error": "HTTP 500"}),
@@ -89,7 +94,10 @@ WITNESSES: dict[tuple[Phase, str], Witness] = {
     (STREAMING, "novelai_retries_exhausted"): _stream(
         TRUNCATED_AFTER_TEXT, env=ONE_NAI_RETRY, turn=NOVELAI
     ),
-    (STREAMING, "ceiling_reached"): _stream(TRUNCATED, env=ONE_ITERATION),
+    (STREAMING, "ceiling_reached"): (
+        _stream(TRUNCATED_AFTER_TEXT, env=ONE_ITERATION, turn=NOVELAI),
+        _stream(TRUNCATED, env=ONE_ITERATION),
+    ),
     (STREAMING, "novelai_retry"): _stream(TRUNCATED_AFTER_TEXT, turn=NOVELAI),
     (STREAMING, "tool_failed"): _stream(CALL, turn=BLOCKED_TURN),
     (STREAMING, "dispatched"): _stream(CALL),
@@ -105,13 +113,13 @@ WITNESSES: dict[tuple[Phase, str], Witness] = {
     (DISPATCHING, "end_turn"): _result({"success": True, "end_turn": True}),
     (DISPATCHING, "novelai_retries_exhausted"): _result(FAILURE, env=ONE_NAI_RETRY, turn=NOVELAI),
     (DISPATCHING, "exit_policy_ended"): _result({"success": True}, turn=NOVELAI),
-    (DISPATCHING, "ceiling_reached"): _result({"success": True}, env=ONE_ITERATION),
-    (DISPATCHING, "restarted"): _result(
-        {
-            "success": True,
-            "data": {"type": "context_restart_youtube", "enhanced_context_item": {"text": "t"}},
-        }
+    (DISPATCHING, "ceiling_reached"): (
+        _result(RESTART, env=ONE_ITERATION),
+        _result(FAILURE, env=ONE_ITERATION, turn=NOVELAI),
+        _result(FAILURE, env=ONE_ITERATION),
+        _result({"success": True}, env=ONE_ITERATION),
     ),
+    (DISPATCHING, "restarted"): _result(RESTART),
     (DISPATCHING, "novelai_retry"): _result(FAILURE, turn=NOVELAI),
     (DISPATCHING, "tool_failed"): _result(FAILURE),
     (DISPATCHING, "tool_succeeded"): _result({"success": True, "data": {"hits": 3}}),
@@ -200,10 +208,14 @@ def scenario_for(moves: Sequence[Move]) -> JsonObject:
 
 def witness_of(move: Move) -> Witness:
     """The witness of a declared move, or `NoWitness` naming it."""
-    witness = WITNESSES.get((move.source, move.label))
-    if witness is None:
+    found = WITNESSES.get((move.source, move.label))
+    if isinstance(found, tuple):
+        found = found[move.case] if move.case < len(found) else None
+    elif move.case:
+        found = None
+    if found is None:
         raise NoWitness(f"{move.where}: no witness in toolloop.specs.paths.WITNESSES")
-    return witness
+    return found
 
 
 def _merge(into: dict[str, Any], needs: Mapping[str, Any], move: Move) -> None:
@@ -220,6 +232,7 @@ def print_paths(out_dir: Path | None = None) -> str:
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         for path in paths:
-            name = f"{path.target.source.value}-{path.target.label}.json"
+            case = f"-{path.target.case}" if path.target.case else ""
+            name = f"{path.target.source.value}-{path.target.label}{case}.json"
             (out_dir / name).write_text(json.dumps(path.scenario, indent=2) + "\n")
     return json.dumps([path.to_json() for path in paths], indent=2)

@@ -30,7 +30,7 @@ def _fail(command: str, message: str) -> int:
 
 def _diagram(args: argparse.Namespace) -> int:
     try:
-        drawn = diagram.diagram(args.format, args.trace)
+        drawn = diagram.diagram(args.format, args.trace, rules=args.rules)
     except (ValueError, OSError, RuntimeError) as error:
         where = f"{args.trace}: " if args.trace is not None else ""
         return _fail("diagram", f"{where}{error}")
@@ -117,6 +117,7 @@ def _add_diagram(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--format", choices=diagram.FORMATS, default="mermaid")
     parser.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
     parser.add_argument("--trace", type=Path, help="highlight the moves this trace file took")
+    parser.add_argument("--rules", action="store_true", help="label each move with its SPEC rule")
     parser.set_defaults(run=_diagram)
 
 

@@ -71,3 +71,11 @@ def test_the_installed_entry_point_runs(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "dispatching-end_turn.json").exists()
+
+
+def test_diagram_rules_labels_the_edges_with_spec_rules(
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    """`--rules` prints the Mermaid text with each edge's SPEC rule."""
+    assert main(["diagram", "--rules"]) == 0
+    assert capsysbinary.readouterr().out.decode() == mermaid(rules=True)

@@ -13,7 +13,14 @@ from tests.engine.drive import drive
 from tests.specs.conformance import trace_of
 from toolloop.engine.trace import dump_lines
 from toolloop.specs import diagram
-from toolloop.specs.diagram import GraphvizMissing, UndeclaredMove, dot, mermaid, trace_counts
+from toolloop.specs.diagram import (
+    GraphvizMissing,
+    UndeclaredMove,
+    dot,
+    edges,
+    mermaid,
+    trace_counts,
+)
 from toolloop.specs.machine import MACHINE
 from toolloop.states import Phase
 
@@ -24,6 +31,7 @@ REGENERATE = (
 )
 MERMAID_EDGE = re.compile(r"^\s+(\S+) --> (\S+): (.*)$", re.MULTILINE)
 DOT_EDGE = re.compile(r"^\s+(\w+) -> (\w+) \[label=<(.*?)>", re.MULTILINE)
+EDGES = edges(MACHINE)
 NEEDS_DOT = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` not on PATH")
 
 
@@ -44,16 +52,16 @@ class TestAgainstTheDeclaration:
     """The diagrams show every phase as a node and every declared move as an edge."""
 
     def test_mermaid_nodes_are_the_phases_and_edges_the_moves(self) -> None:
-        """One Mermaid edge per declared move, between exactly the phases."""
+        """One Mermaid edge per move label from a phase, between exactly the phases."""
         edges = phase_edges(MERMAID_EDGE.findall(mermaid()))
         assert {node for edge in edges for node in edge[:2]} == {p.value for p in Phase}
-        assert len(edges) == len(MACHINE.moves)
+        assert len(edges) == len(EDGES)
 
     def test_dot_nodes_are_the_phases_and_edges_the_moves(self) -> None:
-        """One DOT edge per declared move, between exactly the phases."""
+        """One DOT edge per move label from a phase, between exactly the phases."""
         edges = phase_edges(DOT_EDGE.findall(dot()))
         assert {node for edge in edges for node in edge[:2]} == {p.value for p in Phase}
-        assert len(edges) == len(MACHINE.moves)
+        assert len(edges) == len(EDGES)
 
     def test_each_edge_names_its_move_event_and_guards(self) -> None:
         """The end_turn edge reads its label, event, guard and unless guard."""
@@ -72,7 +80,7 @@ class TestAgainstTheDeclaration:
         svg = (ROOT / "docs" / "machine.svg").read_text()
         titles = set(re.findall(r'class="node">\s*<title>(\w+)</title>', svg))
         assert titles == {p.value for p in Phase} | {"start"}, REGENERATE
-        assert svg.count('class="edge"') == len(MACHINE.moves) + 1, REGENERATE
+        assert svg.count('class="edge"') == len(EDGES) + 1, REGENERATE
 
     def test_the_readme_shows_the_declared_machine(self) -> None:
         """README.md holds the Mermaid diagram between the machine markers."""
@@ -94,7 +102,7 @@ class TestRendering:
     def test_svg_draws_one_edge_per_move(self) -> None:
         """The rendered SVG has the declared moves and the start arrow as edges."""
         svg = diagram.diagram("svg").decode()
-        assert svg.count('class="edge"') == len(MACHINE.moves) + 1
+        assert svg.count('class="edge"') == len(EDGES) + 1
 
     @NEEDS_DOT
     def test_png_is_a_png(self) -> None:
@@ -156,3 +164,27 @@ class TestTrace:
             UndeclaredMove, match=r"^step 7: streaming -vanished-> finished is not a declared move$"
         ):
             diagram.diagram("mermaid", path)
+
+
+class TestRules:
+    """On request, each edge names the SPEC rules of the table rows it draws."""
+
+    def test_an_edge_names_its_spec_rule(self) -> None:
+        """The end_turn edge reads SPEC 4.3h2, step 2 of the history branch."""
+        assert (
+            "dispatching --> finished: end_turn · ToolSettled "
+            "[end_turn_requested and not restart_requested] · SPEC 4.3h2"
+        ) in mermaid(rules=True)
+
+    def test_a_label_of_several_rows_is_one_edge_with_the_guards_they_share(self) -> None:
+        """The four ceiling rows after a tool are one edge, guarded by what all four need."""
+        key = (Phase.DISPATCHING, "ceiling_reached")
+        ceiling = [e for e in EDGES if (e[0].source, e[0].label) == key]
+        assert len(ceiling) == 1 and len(ceiling[0]) == 4
+        edge = "dispatching --> finished: ceiling_reached · ToolSettled [ceiling_reached]\n"
+        assert edge in mermaid()
+
+    def test_dot_lists_the_rule_under_the_guards(self) -> None:
+        """The DOT label ends with the rule line."""
+        line = next(x for x in dot(rules=True).splitlines() if "<b>end_turn</b>" in x)
+        assert "not restart_requested<br/>SPEC 4.3h2>" in line

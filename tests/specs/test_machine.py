@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from toolloop.engine.step import HANDLERS
+from toolloop.engine.table import ROWS, TABLE
 from toolloop.specs.machine import (
     DISPATCHING,
     FINISHED,
@@ -41,14 +41,21 @@ class TestTheDeclaration:
         assert MACHINE.phases == tuple(Phase)
 
     def test_it_declares_moves_for_exactly_the_pairs_step_handles(self) -> None:
-        """The (phase, event) pairs with moves are the pairs `step`'s HANDLERS table accepts."""
+        """The (phase, event) pairs with moves are the pairs `step`'s table accepts."""
         declared = {(m.source, m.trigger) for m in MACHINE.moves}
-        assert declared == {(phase, event.__name__) for event, (phase, _) in HANDLERS.items()}
+        accepted = {(phase, event.__name__) for event, rows in ROWS.items() for phase, _ in rows}
+        assert declared == accepted
 
-    def test_every_move_label_is_unique_per_source(self) -> None:
-        """No two moves from one phase share a label."""
-        keys = [(m.source, m.label) for m in MACHINE.moves]
-        assert len(keys) == len(set(keys))
+    def test_every_move_label_names_one_edge_per_source(self) -> None:
+        """The moves one label names from one phase share their event and destination."""
+        edges = {(m.source, m.label): (m.trigger, m.dest) for m in MACHINE.moves}
+        assert all(edges[(m.source, m.label)] == (m.trigger, m.dest) for m in MACHINE.moves)
+
+    def test_each_move_is_one_row_of_the_table_with_its_spec_rule(self) -> None:
+        """The declaration is read off the table: one move per row, in order, rule included."""
+        assert [(m.source, m.label, m.dest, m.rule) for m in MACHINE.moves] == [
+            (row.source, row.move.value, row.dest, row.rule) for row in TABLE
+        ]
 
     def test_no_move_leaves_the_final_phase(self) -> None:
         """FINISHED accepts no event."""
@@ -88,11 +95,12 @@ class TestBrokenDeclarations:
             declare(replaced("completed", STREAMING, unless=(name,)))
 
     def test_a_label_used_twice_from_one_phase_is_named(self) -> None:
-        """Two `tool_failed` moves from DISPATCHING could not be told apart in a trace."""
-        moves = replaced("tool_succeeded", DISPATCHING, label="tool_failed")
+        """A `tool_failed` to FINISHED and one to STREAMING could not be told apart in a trace."""
+        moves = replaced("end_turn", DISPATCHING, label="tool_failed")
         with pytest.raises(
             DuplicateMove,
-            match=r"^move 'tool_failed' from dispatching: the label is declared twice",
+            match=r"^move 'tool_failed' from dispatching: the label is declared twice from this "
+            r"phase, on ToolSettled to finished and on ToolSettled to streaming$",
         ):
             declare(moves)
 

@@ -1,0 +1,439 @@
+"""The table: every move of the tool loop, as rows that `step` executes.
+
+Theory of operation
+-------------------
+
+The loop is in one `Phase` at a time and each phase waits for exactly one
+kind of event, the answer to the awaited effect that ended the previous step:
+
+    IDLE          --TurnStarted-->  STREAMING
+    STREAMING     --StreamEnded-->  DISPATCHING | STREAMING | FINISHED
+    DISPATCHING   --ToolSettled-->  STREAMING | TAKING_STASH | FINISHED
+    TAKING_STASH  --StashTaken-->   STREAMING | FINISHED
+
+A row is (source phase, event type, guards, actions, destination, move, SPEC
+rule). For an event, `step` builds the event's `Context` once (the facts the
+guards share: the refusal of a call, the outcome of a settled tool), takes the
+first row of its (phase, event type) whose guards all hold (`when`) and none
+of whose `unless` guards holds, runs its actions in order on a draft of the
+next state, and moves to the row's destination under the row's move label.
+Nothing else decides: every choice is a row, and every row names the SPEC rule
+it implements, so `grep '"6.4"' engine/table.py` finds the rows of SPEC 6.4.
+
+Rule 1: everything that decides where the loop goes lives here. The actions
+(`toolloop.engine.loop`) only build the next state and the effects; the guards
+(`toolloop.engine.guards`) only read the context. The declared machine, its
+diagrams, the model-based paths and the move coverage (`toolloop.specs`) are
+all derived from `TABLE`; none keeps a copy.
+
+A move label may name several rows of one phase when they share the event and
+the destination: the ceiling (SPEC 4.4) ends the loop after whichever outcome
+would have started the next iteration, and each such outcome keeps its own
+state changes first, so each is its own row, all reported as `ceiling_reached`.
+
+Not in the table: a `ceiling_reached` from IDLE. The ceiling is checked when
+each later iteration would begin; the smallest configurable ceiling (SPEC 2)
+is one iteration, so the first always starts. Every (phase, event) pair
+without rows raises `InvalidEvent` and leaves the state as it was.
+"""
+
+import enum
+from collections.abc import Mapping
+
+import attrs
+
+from toolloop.engine import guards as g
+from toolloop.engine import loop as do
+from toolloop.engine.events import Event, StashTaken, StreamEnded, ToolSettled, TurnStarted
+from toolloop.engine.guards import Guard
+from toolloop.engine.loop import Action
+from toolloop.states import Phase
+
+IDLE, STREAMING, DISPATCHING, TAKING_STASH, FINISHED = (
+    Phase.IDLE,
+    Phase.STREAMING,
+    Phase.DISPATCHING,
+    Phase.TAKING_STASH,
+    Phase.FINISHED,
+)
+
+
+class Move(enum.StrEnum):
+    """The name a step reports for the move it took (`Step.move`), as traces record it."""
+
+    STARTED = "started"
+    COMPLETED = "completed"
+    STREAM_FAILED = "stream_failed"
+    EMPTY_RESPONSE = "empty_response"
+    STOPPED_BY_USER = "stopped_by_user"
+    FOLLOW_UP_INTERRUPT = "follow_up_interrupt"
+    CALL_MALFORMED = "call_malformed"
+    STOPPED_BEFORE_TOOL = "stopped_before_tool"
+    IMPERSONATION_ABORTED = "impersonation_aborted"
+    TOOL_ERROR_LOOP = "tool_error_loop"
+    NOVELAI_RETRIES_EXHAUSTED = "novelai_retries_exhausted"
+    CEILING_REACHED = "ceiling_reached"
+    NOVELAI_RETRY = "novelai_retry"
+    TOOL_FAILED = "tool_failed"
+    DISPATCHED = "dispatched"
+    STOPPED_DURING_TOOL = "stopped_during_tool"
+    RESTART_TAKES_STASH = "restart_takes_stash"
+    END_TURN = "end_turn"
+    EXIT_POLICY_ENDED = "exit_policy_ended"
+    RESTARTED = "restarted"
+    TOOL_SUCCEEDED = "tool_succeeded"
+    RESTARTED_WITH_STASH = "restarted_with_stash"
+
+
+@attrs.frozen(kw_only=True)
+class Row:
+    """One row of the table: when `event` arrives in `source` and the guards hold."""
+
+    source: Phase
+    event: type[Event]
+    when: tuple[Guard, ...] = ()
+    """Guards that must all hold."""
+    unless: tuple[Guard, ...] = ()
+    """Guards of which none may hold."""
+    actions: tuple[Action, ...]
+    """What the move does, in order: each writes the draft and appends effects."""
+    dest: Phase
+    move: Move
+    rule: str
+    """The SPEC rule the row implements, e.g. "6.4"."""
+
+
+def _row(
+    source: Phase,
+    event: type[Event],
+    move: Move,
+    when: tuple[Guard, ...],
+    actions: tuple[Action, ...],
+    dest: Phase,
+    rule: str,
+    unless: tuple[Guard, ...] = (),
+) -> Row:
+    return Row(
+        source=source,
+        event=event,
+        move=move,
+        when=when,
+        unless=unless,
+        actions=actions,
+        dest=dest,
+        rule=rule,
+    )
+
+
+# What every row of an event does first.
+RECORDED = (do.record_stream,)
+CALLED = (*RECORDED, do.mark_chain_active)
+REFUSED = (*CALLED, do.clear_follow_up, do.keep_refusal)
+SETTLED = (do.clear_follow_up, do.report_settled)
+KEPT = (*SETTLED, do.keep_result)
+# How a row that does not finish goes on: the next iteration, or the ceiling.
+NEXT = (do.advance, do.begin_iteration)
+CEILING = (do.advance, do.finish_timeout)
+NOVELAI_FAILED = (do.count_novelai_failure, do.suppress_text)
+
+M, S, T = Move, StreamEnded, ToolSettled
+
+TABLE: tuple[Row, ...] = (
+    # IDLE --TurnStarted-->
+    _row(IDLE, TurnStarted, M.STARTED, (), (do.begin_iteration,), STREAMING, "4.1"),
+    # STREAMING --StreamEnded--> by the stream's status (SPEC 4.3) ...
+    _row(
+        STREAMING,
+        S,
+        M.COMPLETED,
+        (g.stream_completed,),
+        (*RECORDED, do.reset_follow_ups, do.finish_with_sticker),
+        FINISHED,
+        "4.3",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.STREAM_FAILED,
+        (g.stream_failed,),
+        (*RECORDED, do.reset_follow_ups, do.finish_stream_failed),
+        FINISHED,
+        "4.3",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.EMPTY_RESPONSE,
+        (g.stream_empty,),
+        (*RECORDED, do.finish_empty),
+        FINISHED,
+        "4.3",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.STOPPED_BY_USER,
+        (g.stream_stopped,),
+        (*RECORDED, do.answer_stop, do.reset_follow_ups, do.finish_stopped),
+        FINISHED,
+        "4.3",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.FOLLOW_UP_INTERRUPT,
+        (g.stream_interrupted,),
+        (*RECORDED, do.finish_interrupted),
+        FINISHED,
+        "4.3",
+    ),
+    # ... and a function_call stream's call through stage 02 (SPEC 6)
+    _row(
+        STREAMING,
+        S,
+        M.CALL_MALFORMED,
+        (g.call_malformed,),
+        (*CALLED, do.finish_malformed),
+        FINISHED,
+        "6.1",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.STOPPED_BEFORE_TOOL,
+        (g.stop_requested,),
+        (*CALLED, do.abort_stopped),
+        FINISHED,
+        "6.2",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.IMPERSONATION_ABORTED,
+        (g.call_refused, g.error_cap_reached, g.under_impersonation),
+        (*REFUSED, do.raise_impersonation),
+        FINISHED,
+        "4.3h1",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.TOOL_ERROR_LOOP,
+        (g.call_refused, g.error_cap_reached),
+        (*REFUSED, do.finish_error_loop),
+        FINISHED,
+        "4.3h1",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.NOVELAI_RETRIES_EXHAUSTED,
+        (g.call_refused, g.novelai_retries_exhausted),
+        (*REFUSED, do.count_novelai_failure, do.finish_novelai_exhausted),
+        FINISHED,
+        "4.3h3",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.CEILING_REACHED,
+        (g.call_refused, g.ceiling_reached, g.novelai_failure_after_text),
+        (*REFUSED, *NOVELAI_FAILED, *CEILING),
+        FINISHED,
+        "4.4",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.CEILING_REACHED,
+        (g.call_refused, g.ceiling_reached),
+        (*REFUSED, *CEILING),
+        FINISHED,
+        "4.4",
+    ),
+    _row(
+        STREAMING,
+        S,
+        M.NOVELAI_RETRY,
+        (g.call_refused, g.novelai_failure_after_text),
+        (*REFUSED, *NOVELAI_FAILED, *NEXT),
+        STREAMING,
+        "4.3h3",
+    ),
+    _row(STREAMING, S, M.TOOL_FAILED, (g.call_refused,), (*REFUSED, *NEXT), STREAMING, "6.4 6.5"),
+    _row(
+        STREAMING,
+        S,
+        M.DISPATCHED,
+        (),
+        (*CALLED, do.clear_follow_up, do.dispatch),
+        DISPATCHING,
+        "6.6",
+    ),
+    # DISPATCHING --ToolSettled--> by the tool's outcome (SPEC 6.7-6.16, then 4.3's history)
+    _row(
+        DISPATCHING,
+        T,
+        M.STOPPED_DURING_TOOL,
+        (g.stop_requested,),
+        (do.abort_stopped,),
+        FINISHED,
+        "6.7",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.RESTART_TAKES_STASH,
+        (g.restart_requested, g.has_stash_key),
+        (*SETTLED, do.take_stash),
+        TAKING_STASH,
+        "6a",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.IMPERSONATION_ABORTED,
+        (g.error_cap_reached, g.under_impersonation),
+        (*KEPT, do.raise_impersonation),
+        FINISHED,
+        "4.3h1",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.TOOL_ERROR_LOOP,
+        (g.error_cap_reached,),
+        (*KEPT, do.finish_error_loop),
+        FINISHED,
+        "4.3h1",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.END_TURN,
+        (g.end_turn_requested,),
+        (*KEPT, do.finish_with_sticker),
+        FINISHED,
+        "4.3h2",
+        unless=(g.restart_requested,),
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.NOVELAI_RETRIES_EXHAUSTED,
+        (g.novelai_retries_exhausted,),
+        (*KEPT, do.count_novelai_failure, do.finish_novelai_exhausted),
+        FINISHED,
+        "4.3h3",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.EXIT_POLICY_ENDED,
+        (g.exit_policy_ends,),
+        (*KEPT, do.finish_with_sticker),
+        FINISHED,
+        "4.3h4 7",
+        unless=(g.restart_requested,),
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.CEILING_REACHED,
+        (g.ceiling_reached, g.restart_requested),
+        (*SETTLED, do.restart_context, *CEILING),
+        FINISHED,
+        "4.4",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.CEILING_REACHED,
+        (g.ceiling_reached, g.novelai_failure_after_text),
+        (*KEPT, *NOVELAI_FAILED, *CEILING),
+        FINISHED,
+        "4.4",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.CEILING_REACHED,
+        (g.ceiling_reached, g.outcome_failed),
+        (*KEPT, *CEILING),
+        FINISHED,
+        "4.4",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.CEILING_REACHED,
+        (g.ceiling_reached,),
+        (*KEPT, do.unsuppress_after_novelai_text, *CEILING),
+        FINISHED,
+        "4.4",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.RESTARTED,
+        (g.restart_requested,),
+        (*SETTLED, do.restart_context, *NEXT),
+        STREAMING,
+        "6a",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.NOVELAI_RETRY,
+        (g.novelai_failure_after_text,),
+        (*KEPT, *NOVELAI_FAILED, *NEXT),
+        STREAMING,
+        "4.3h3",
+    ),
+    _row(DISPATCHING, T, M.TOOL_FAILED, (g.outcome_failed,), (*KEPT, *NEXT), STREAMING, "4.3h6"),
+    _row(
+        DISPATCHING,
+        T,
+        M.TOOL_SUCCEEDED,
+        (g.tool_succeeded,),
+        (*KEPT, do.unsuppress_after_novelai_text, *NEXT),
+        STREAMING,
+        "4.3h5 4.3h6",
+    ),
+    # TAKING_STASH --StashTaken-->
+    _row(
+        TAKING_STASH,
+        StashTaken,
+        M.CEILING_REACHED,
+        (g.ceiling_reached,),
+        (do.join_stash, *CEILING),
+        FINISHED,
+        "4.4",
+    ),
+    _row(
+        TAKING_STASH,
+        StashTaken,
+        M.RESTARTED_WITH_STASH,
+        (),
+        (do.join_stash, *NEXT),
+        STREAMING,
+        "6a",
+    ),
+)
+"""Every move of the loop, in selection order within each (phase, event type)."""
+
+
+def _index(rows: tuple[Row, ...]) -> dict[type[Event], tuple[tuple[Phase, tuple[Row, ...]], ...]]:
+    phases: dict[type[Event], dict[Phase, tuple[Row, ...]]] = {}
+    for row in rows:
+        of_event = phases.setdefault(row.event, {})
+        of_event[row.source] = (*of_event.get(row.source, ()), row)
+    return {event: tuple(of_event.items()) for event, of_event in phases.items()}
+
+
+ROWS: Mapping[type[Event], tuple[tuple[Phase, tuple[Row, ...]], ...]] = _index(TABLE)
+"""Each event type -> the phases that wait for it, each with its rows in order.
+
+Keyed by the event type alone and searched by identity: hashing an `Enum`
+member is a Python-level call, and each event type has one waiting phase.
+"""

@@ -73,7 +73,7 @@ class Context:
         call = stream.data
         assert isinstance(call, FunctionCall), "a valid name comes with its call"
         self.call = call
-        if call.arguments_truncated:
+        if call.arguments_truncated:  # SPEC 6.4 comes before the allowlist gate of 6.5
             self.refusal = Refusal.TRUNCATED
             self.failed = True
         elif tool_call.is_blocked(state.turn, name):

@@ -18,7 +18,9 @@ first row of its (phase, event type) whose guards all hold (`when`) and none
 of whose `unless` guards holds, runs its actions in order on a draft of the
 next state, and moves to the row's destination under the row's move label.
 Nothing else decides: every choice is a row, and every row names the SPEC rule
-it implements, so `grep '"6.4"' engine/table.py` finds the rows of SPEC 6.4.
+it implements (`4.3h2` is step 2 of the history branch of SPEC 4, item 3), so
+`grep -n 6.4 engine/*.py` finds the row of SPEC 6.4, the fact its guard reads
+(`guards.Refusal.TRUNCATED`) and the action that builds its history entry.
 
 Rule 1: everything that decides where the loop goes lives here. The actions
 (`toolloop.engine.loop`) only build the next state and the effects; the guards

@@ -172,9 +172,12 @@ def _ports(declaration: Declaration) -> dict[Move, str]:
 def _dot_edge(edge: Edge, counts: Counts | None, ports: str, rules: bool) -> str:
     move = edge[0]
     title = f"<b>{move.label}{_count_suffix(move, counts)}</b>"
-    guards = [" and ".join(names) for names in guard_alternatives(edge) if names]
-    if len(guards) > 1:
-        guards = [f"{names} or" for names in guards[:-1]] + guards[-1:]
+    alternatives = [names for names in guard_alternatives(edge) if names]
+    # One guard a line; the moves of a label, when they need different guards, one a line.
+    guards = list(alternatives[0]) if len(alternatives) == 1 else []
+    if len(alternatives) > 1:
+        guards = [f"{' and '.join(names)} or" for names in alternatives[:-1]]
+        guards.append(" and ".join(alternatives[-1]))
     label = "<br/>".join([title, move.trigger, *guards, *([rules_text(edge)] if rules else [])])
     style = ""
     if counts is not None:

@@ -4,6 +4,13 @@ Both sides see the same stream results and tool results and build the same
 history; the hand-written loop is what a bot author would write without the
 state machine (mutable locals, no events, no effects). Reported: µs per
 iteration for each and their ratio, from the best of alternating rounds.
+
+Also what keeping the draft honest costs (issue 13, item 4), the table
+compiled with each way of building the next state, in the same rounds: the
+`Draft` as shipped (a misspelt field refused at commit, one `len` per event),
+the same draft unchecked (as before the check), a draft checking every write
+in `__setattr__`, and no draft at all (each write an `attrs.evolve` of the
+state, which refuses an unknown field itself).
 """
 
 from __future__ import annotations
@@ -12,10 +19,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
+from toolloop.engine import step as step_module
+from toolloop.engine.draft import FIELDS, Draft, UnknownField
 from toolloop.engine.effects import DispatchTool, Finish, StreamOnce
-from toolloop.engine.events import StreamEnded, ToolSettled, TurnStarted
-from toolloop.engine.step import initial_state, step
+from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
+from toolloop.engine.step import Step, initial_state, step
+from toolloop.engine.table import ROWS
 from toolloop.states import (
+    IterationState,
     FunctionCall,
     LoopConfig,
     StreamResult,
@@ -36,7 +49,7 @@ CONFIG = LoopConfig(max_function_call_iterations=ITERATIONS)
 TURN = TurnSettings()
 
 
-def through_step() -> int:
+def through_step(step: Callable[[IterationState, Event], Step] = step) -> int:
     """Drive `step` until it finishes; every awaited effect is answered at once."""
     state = initial_state(CONFIG, TURN)
     out = step(state, TurnStarted())
@@ -102,11 +115,96 @@ def best_of_interleaved(
     return [seconds * 1e6 for seconds in best]
 
 
+class UncheckedDraft(Draft):
+    """The draft before item 4: a misspelt write becomes a stray attribute of the state."""
+
+    def commit(self) -> IterationState:
+        fields, self.__dict__ = self.__dict__, {}
+        state: IterationState = object.__new__(IterationState)
+        object.__setattr__(state, "__dict__", fields)
+        return state
+
+
+_FIELD_SET = frozenset(FIELDS)
+
+
+class WriteCheckedDraft(Draft):
+    """A draft that refuses a misspelt field at the write itself."""
+
+    def __init__(self, base: IterationState) -> None:
+        object.__setattr__(self, "__dict__", base.__dict__.copy())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _FIELD_SET:
+            raise UnknownField([name])
+        self.__dict__[name] = value
+
+    def commit(self) -> IterationState:
+        fields = self.__dict__
+        object.__setattr__(self, "__dict__", {})
+        state: IterationState = object.__new__(IterationState)
+        object.__setattr__(state, "__dict__", fields)
+        return state
+
+
+class Evolving:
+    """No draft: each write is an `attrs.evolve` of the state (which refuses unknown fields)."""
+
+    def __init__(self, base: IterationState) -> None:
+        object.__setattr__(self, "_state", base)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._state, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, "_state", attrs.evolve(self._state, **{name: value}))
+
+    def peek(self) -> IterationState:
+        state: IterationState = self._state
+        return state
+
+    def commit(self) -> IterationState:
+        return self.peek()
+
+
+def step_with(draft: type[Any]) -> Callable[[], int]:
+    """`through_step` over the table compiled to build each next state with `draft`."""
+    shipped = step_module.Draft
+    step_module.Draft = draft  # read by compile_rows when it compiles
+    try:
+        compiled = {
+            event: tuple((phase, step_module.compile_rows(rows)[0]) for phase, rows in pairs)
+            for event, pairs in ROWS.items()
+        }
+    finally:
+        step_module.Draft = shipped
+
+    def variant(state: IterationState, event: Event) -> Step:
+        """`step`'s own lookup, over the variant's transitions."""
+        for waiting, transition in compiled[type(event)]:
+            if waiting is state.phase:
+                return transition(state, event)
+        raise AssertionError(f"no transition for {event!r}")
+
+    return lambda: through_step(variant)
+
+
 def main() -> None:
-    engine, baseline = best_of_interleaved((through_step, hand_written))
+    sides = (
+        through_step,
+        hand_written,
+        step_with(UncheckedDraft),
+        step_with(WriteCheckedDraft),
+        step_with(Evolving),
+    )
+    engine, baseline, unchecked, per_write, evolving = best_of_interleaved(sides)
     print(f"step, 100-iteration tool chain: {engine:.2f} µs/iteration (CPU time)")
     print(f"hand-written loop, same chain: {baseline:.2f} µs/iteration (CPU time)")
     print(f"ratio step / hand-written: {engine / baseline:.1f}x")
+    print(f"step, draft checked at commit (shipped): {engine:.2f} µs/iteration")
+    print(f"step, draft unchecked (before item 4): {unchecked:.2f} µs/iteration")
+    print(f"step, draft checking each write (__setattr__): {per_write:.2f} µs/iteration")
+    print(f"step, no draft (attrs.evolve per write): {evolving:.2f} µs/iteration")
 
 
 if __name__ == "__main__":

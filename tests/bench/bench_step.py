@@ -28,8 +28,8 @@ from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Step, initial_state, step
 from toolloop.engine.table import ROWS
 from toolloop.states import (
-    IterationState,
     FunctionCall,
+    IterationState,
     LoopConfig,
     StreamResult,
     StreamStatus,

@@ -76,7 +76,9 @@ class Draft:
         if len(fields) != _COUNT:
             raise _refused(fields)
         self.__dict__ = {}
-        return _state(fields)
+        state: IterationState = object.__new__(IterationState)
+        object.__setattr__(state, "__dict__", fields)
+        return state
 
 
 def _state(fields: dict[str, Any]) -> IterationState:

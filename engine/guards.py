@@ -2,9 +2,11 @@
 
 `toolloop.engine.table` names these functions as the guards of its rows; the
 rows of one (phase, event type) are tried in order and `step` takes the first
-whose guards hold. Every fact more than one guard needs (the refusal of a
-call, the outcome of a settled tool, the pre-tool text) is computed once per
-event, when `Context` is built; a guard only compares.
+whose guards hold. Every fact a guard needs (the refusal of a call, the
+outcome of a settled tool, the pre-tool text) is computed once per event, when
+the `Context` is built. A guard that is one such fact is a `Fact`, which the
+compiled table reads as an attribute; the others are functions that compare
+facts with the state (a count against its cap).
 
 Guards about an outcome (a failure, the error cap, a NovelAI failure) hold for
 both kinds of outcome: a call that stage 02 refused when the stream ended
@@ -32,143 +34,171 @@ class Refusal(enum.Enum):
 
 
 class Context:
-    """One event's facts, computed once when it arrives; the guards and actions read them."""
+    """One event's facts, computed once when it arrives; the guards and actions read them.
+
+    An event with facts of its own gets the subclass of its type (`CONTEXTS`);
+    the boolean facts are named after the guards that read them.
+    """
 
     # Defaults on the class: an event sets only the facts it has.
     stop = StopRequest.NONE
-    status: StreamStatus | None = None
     call: FunctionCall | None = None
     """The call of a well-formed `function_call` stream, or of the pending call."""
     name: str | None = None
-    """Its trimmed name; None for a malformed call."""
+    """Its trimmed name."""
     refusal: Refusal | None = None
     result: ToolResult | None = None
     restart: str | None = None
     """The restart type a successful tool asked for (SPEC 6a)."""
-    failed = False
-    """The outcome is a failure kept in history: a refusal or a failed tool."""
     novelai_text = False
     """A NovelAI turn whose call came after visible text (SPEC 4, history steps 3 and 5)."""
     pre_tool_text = ""
     """The text of the stream that asked for the call."""
+    stream_completed = stream_failed = stream_empty = stream_stopped = False
+    stream_interrupted = call_malformed = stop_requested = call_refused = False
+    outcome_failed = tool_succeeded = restart_requested = end_turn_requested = False
+    novelai_failure_after_text = False
 
     def __init__(self, state: IterationState, event: Event) -> None:
         self.state, self.event = state, event
-        kind = type(event)
-        if kind is StreamEnded:
-            assert isinstance(event, StreamEnded)
-            self._stream_ended(state, event)
-        elif kind is ToolSettled:
-            assert isinstance(event, ToolSettled)
-            self._tool_settled(state, event)
 
-    def _stream_ended(self, state: IterationState, event: StreamEnded) -> None:
+
+class StreamEndedContext(Context):
+    """A stream's facts: its status and, for a well-formed call, its name and refusal."""
+
+    def __init__(self, state: IterationState, event: StreamEnded) -> None:
+        self.state, self.event = state, event
+        self.stop = event.stop
+        self.stop_requested = event.stop is StopRequest.STOP
         stream = event.result
-        self.stop, self.status = event.stop, stream.status
-        if stream.status is not StreamStatus.FUNCTION_CALL:
+        status = stream.status
+        if status is not StreamStatus.FUNCTION_CALL:
+            self.stream_completed = status is StreamStatus.COMPLETED
+            self.stream_failed = status is StreamStatus.ERROR or status is StreamStatus.TIMEOUT
+            self.stream_empty = status is StreamStatus.EMPTY_RESPONSE
+            self.stream_stopped = status is StreamStatus.STOPPED_BY_USER
+            self.stream_interrupted = status is StreamStatus.FOLLOW_UP_INTERRUPT
             return
         self.name = name = tool_call.valid_name(stream)
         if name is None:
+            self.call_malformed = True
             return
         call = stream.data
         assert isinstance(call, FunctionCall), "a valid name comes with its call"
         self.call = call
         if call.arguments_truncated:  # SPEC 6.4 comes before the allowlist gate of 6.5
             self.refusal = Refusal.TRUNCATED
-            self.failed = True
         elif tool_call.is_blocked(state.turn, name):
             self.refusal = Refusal.BLOCKED
-            self.failed = True
-        self._pre_tool_text(state, stream.accumulated_text)
+        self.call_refused = self.outcome_failed = refused = self.refusal is not None
+        self.pre_tool_text = text = stream.accumulated_text
+        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
+        self.novelai_failure_after_text = novelai and refused
 
-    def _tool_settled(self, state: IterationState, event: ToolSettled) -> None:
+
+class ToolSettledContext(Context):
+    """A settled tool's facts: its outcome, and the call and text it answers."""
+
+    def __init__(self, state: IterationState, event: ToolSettled) -> None:
+        self.state, self.event = state, event
+        self.stop = event.stop
+        self.stop_requested = event.stop is StopRequest.STOP
         pending = state.pending
         assert pending is not None, "DISPATCHING always holds the call"
         call = pending.stream.data
         assert isinstance(call, FunctionCall), "a dispatched call came from a valid stream"
-        self.stop, self.call, self.name = event.stop, call, pending.name
+        self.call, self.name = call, pending.name
         self.result = result = event.result
+        self.end_turn_requested = result.end_turn
         if result.success:
+            self.tool_succeeded = True
             self.restart = restart.restart_type(result.data)
+            self.restart_requested = self.restart is not None
         else:
-            self.failed = True
-        self._pre_tool_text(state, pending.stream.accumulated_text)
+            self.outcome_failed = True
+        self.pre_tool_text = text = pending.stream.accumulated_text
+        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
+        self.novelai_failure_after_text = novelai and not result.success
 
-    def _pre_tool_text(self, state: IterationState, text: str) -> None:
-        self.pre_tool_text = text
-        self.novelai_text = is_novelai(state.turn.provider) and is_visible(text)
+
+CONTEXTS: dict[type[Event], Callable[..., Context]] = {
+    StreamEnded: StreamEndedContext,
+    ToolSettled: ToolSettledContext,
+}
+"""The context class of each event type that has facts of its own (others: `Context`)."""
+
+
+def context(state: IterationState, event: Event) -> Context:
+    """The context of `event` arriving in `state`, with the facts of its kind."""
+    return CONTEXTS.get(type(event), Context)(state, event)
+
+
+class Fact:
+    """A guard that is one boolean fact of the context, of the same name.
+
+    The compiled table reads the attribute (`ctx.call_refused`) instead of calling
+    a function; calling the guard reads it too (for `transitions` and the tests).
+    """
+
+    def __init__(self, name: str, doc: str) -> None:
+        self.__name__ = name
+        self.__doc__ = doc
+
+    def __call__(self, ctx: Context) -> bool:
+        return bool(getattr(ctx, self.__name__))
+
+    def __repr__(self) -> str:
+        return f"Fact({self.__name__!r})"
 
 
 Guard = Callable[[Context], bool]
 
-
-def stream_completed(ctx: Context) -> bool:
-    """The model finished its reply."""
-    return ctx.status is StreamStatus.COMPLETED
-
-
-def stream_failed(ctx: Context) -> bool:
-    """The provider call ended in `error` or `timeout`."""
-    return ctx.status is StreamStatus.ERROR or ctx.status is StreamStatus.TIMEOUT
-
-
-def stream_empty(ctx: Context) -> bool:
-    """The model produced nothing at all."""
-    return ctx.status is StreamStatus.EMPTY_RESPONSE
-
-
-def stream_stopped(ctx: Context) -> bool:
-    """A genuine stop ended the stream."""
-    return ctx.status is StreamStatus.STOPPED_BY_USER
-
-
-def stream_interrupted(ctx: Context) -> bool:
-    """A follow-up message interrupted the stream."""
-    return ctx.status is StreamStatus.FOLLOW_UP_INTERRUPT
-
-
-def call_malformed(ctx: Context) -> bool:
-    """The model asked for a tool without call data or with a blank name (SPEC 6.1)."""
-    return ctx.status is StreamStatus.FUNCTION_CALL and ctx.name is None
-
-
-def stop_requested(ctx: Context) -> bool:
-    """A genuine stop was pending at the check this event carries (SPEC 6.2 and 6.7)."""
-    return ctx.stop is StopRequest.STOP
-
-
-def call_refused(ctx: Context) -> bool:
-    """Stage 02 refused the call without dispatching it (SPEC 6.4, 6.5): a failure in history."""
-    return ctx.refusal is not None
-
-
-def tool_succeeded(ctx: Context) -> bool:
-    """The tool ran and succeeded."""
-    return ctx.result is not None and ctx.result.success
-
-
-def restart_requested(ctx: Context) -> bool:
-    """A successful tool asked for an enhanced-context restart (SPEC 6a)."""
-    return ctx.restart is not None
+stream_completed = Fact("stream_completed", "The model finished its reply.")
+stream_failed = Fact("stream_failed", "The provider call ended in `error` or `timeout`.")
+stream_empty = Fact("stream_empty", "The model produced nothing at all.")
+stream_stopped = Fact("stream_stopped", "A genuine stop ended the stream.")
+stream_interrupted = Fact("stream_interrupted", "A follow-up message interrupted the stream.")
+call_malformed = Fact(
+    "call_malformed",
+    "The model asked for a tool without call data or with a blank name (SPEC 6.1).",
+)
+stop_requested = Fact(
+    "stop_requested",
+    "A genuine stop was pending at the check this event carries (SPEC 6.2 and 6.7).",
+)
+call_refused = Fact(
+    "call_refused",
+    "Stage 02 refused the call without dispatching it (SPEC 6.4, 6.5): a failure in history.",
+)
+tool_succeeded = Fact("tool_succeeded", "The tool ran and succeeded.")
+restart_requested = Fact(
+    "restart_requested", "A successful tool asked for an enhanced-context restart (SPEC 6a)."
+)
+outcome_failed = Fact(
+    "outcome_failed",
+    "The call's outcome is a failure kept in history: a refusal or a failed tool.",
+)
+end_turn_requested = Fact(
+    "end_turn_requested",
+    "The tool asked to end the turn (honoured on a failure too, after the cap check).",
+)
+novelai_failure_after_text = Fact(
+    "novelai_failure_after_text",
+    "A NovelAI call failed after visible pre-tool text (SPEC 4, history step 3).",
+)
 
 
 def has_stash_key(ctx: Context) -> bool:
     """The restart's enrichment item waits in the stash under a key."""
     data: Any = ctx.result.data if ctx.result is not None else None
-    return ctx.restart is not None and restart.pending_context_key(data) is not None
-
-
-def outcome_failed(ctx: Context) -> bool:
-    """The call's outcome is a failure kept in history: a refusal or a failed tool."""
-    return ctx.failed
+    return ctx.restart_requested and restart.pending_context_key(data) is not None
 
 
 def error_cap_reached(ctx: Context) -> bool:
     """This failure makes `MAX_CONSECUTIVE_TOOL_ERRORS` in a row (SPEC 4, history step 1)."""
     state = ctx.state
-    return (
-        ctx.failed and state.consecutive_tool_errors + 1 >= state.config.max_consecutive_tool_errors
-    )
+    cap = state.config.max_consecutive_tool_errors
+    return ctx.outcome_failed and state.consecutive_tool_errors + 1 >= cap
 
 
 def under_impersonation(ctx: Context) -> bool:
@@ -176,26 +206,17 @@ def under_impersonation(ctx: Context) -> bool:
     return ctx.state.turn.user_impersonation
 
 
-def end_turn_requested(ctx: Context) -> bool:
-    """The tool asked to end the turn (honoured on a failure too, after the cap check)."""
-    return ctx.result is not None and ctx.result.end_turn
-
-
-def novelai_failure_after_text(ctx: Context) -> bool:
-    """A NovelAI call failed after visible pre-tool text (SPEC 4, history step 3)."""
-    return ctx.novelai_text and ctx.failed
-
-
 def novelai_retries_exhausted(ctx: Context) -> bool:
     """This NovelAI failure reaches `NAI_TOOL_FAILURE_RETRY_THRESHOLD`."""
     state = ctx.state
     threshold = state.config.nai_tool_failure_retry_threshold
-    return ctx.novelai_text and ctx.failed and state.nai_consecutive_tool_failures + 1 >= threshold
+    failures = state.nai_consecutive_tool_failures
+    return ctx.novelai_failure_after_text and failures + 1 >= threshold
 
 
 def exit_policy_ends(ctx: Context) -> bool:
     """The exit policy ends the turn after this success's pre-tool text (SPEC 7)."""
-    if ctx.result is None or not ctx.result.success or ctx.name is None:
+    if not ctx.tool_succeeded or ctx.name is None:
         return False
     assert isinstance(ctx.event, ToolSettled)
     follow_up = ctx.event.requires_follow_up

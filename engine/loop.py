@@ -247,9 +247,14 @@ def abort_stopped(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
 
 
 def report_settled(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
-    """The settled tool is logged, counted, noticed and retained (SPEC 6.8-6.10)."""
+    """A queued follow-up is cleared (SPEC 6.7); the tool is logged, counted, noticed, retained.
+
+    SPEC 6.8-6.10, in that order.
+    """
     event, name, call = ctx.event, ctx.name, ctx.call
     assert isinstance(event, ToolSettled) and name is not None and call is not None
+    if event.stop is StopRequest.FOLLOW_UP:
+        effects.append(ClearStopRequest())
     result, turn, iteration = event.result, draft.turn, draft.iteration
     message = f"Function call completed: {name} ({event.duration_ms} ms)"
     effects.append(Log(level=Level.INFO, message=message))
@@ -258,10 +263,11 @@ def report_settled(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     if not result.success:
         reason = tool_call.failure_reason(result)
         effects.append(tool_call.failed_notice(iteration, call, name, reason, result.data))
-    if result.success and turn.deliberate_mode.active:
-        effects.append(RetainAffordance(name=name))
-    if (trigger := tool_call.trigger_notice(turn, iteration, name)) is not None:
-        effects.append(trigger)
+    if turn.deliberate_mode.active:
+        if result.success:
+            effects.append(RetainAffordance(name=name))
+        if (trigger := tool_call.trigger_notice(turn, iteration, name)) is not None:
+            effects.append(trigger)
 
 
 def keep_result(ctx: Context, draft: Draft, effects: list[Effect]) -> None:

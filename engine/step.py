@@ -17,7 +17,7 @@ import attrs
 from toolloop.engine.draft import Draft
 from toolloop.engine.effects import Effect
 from toolloop.engine.events import Event
-from toolloop.engine.guards import Context, Guard
+from toolloop.engine.guards import CONTEXTS, Context, Fact, Guard
 from toolloop.engine.table import ROWS, Move, Row
 from toolloop.states import ContextState, IterationState, LoopConfig, Phase, TurnSettings
 
@@ -65,7 +65,12 @@ def compile_rows(rows: Sequence[Row]) -> tuple[Transition, str]:
     pure, so this selects the same row). Compiled once on import, it spares
     every event an interpreter's loops over rows, guards and actions.
     """
-    names: dict[str, object] = {"Context": Context, "Draft": Draft, "Step": Step}
+    event = rows[0].event
+    names: dict[str, object] = {
+        "Context": CONTEXTS.get(event, Context),
+        "Draft": Draft,
+        "Step": Step,
+    }
     numbered = [(number, row, row.when) for number, row in enumerate(rows)]
     lines = ["def transition(state, event):", "    ctx = Context(state, event)"]
     lines += _select(numbered, names, "    ")
@@ -73,7 +78,7 @@ def compile_rows(rows: Sequence[Row]) -> tuple[Transition, str]:
         "    raise AssertionError(f'no row of the table takes {event!r} in {state.phase}')"
     )
     source = "\n".join(lines) + "\n"
-    exec(compile(source, f"<table {rows[0].source.value} {rows[0].event.__name__}>", "exec"), names)
+    exec(compile(source, f"<table {rows[0].source.value} {event.__name__}>", "exec"), names)
     transition: Transition = names["transition"]  # type: ignore[assignment]
     return transition, source
 
@@ -103,17 +108,24 @@ def _select(rows: Numbered, names: dict[str, object], indent: str) -> list[str]:
 def _row(
     number: int, row: Row, when: tuple[Guard, ...], names: dict[str, object], indent: str
 ) -> list[str]:
-    tests = [f"{_name(names, guard)}(ctx)" for guard in when]
-    tests += [f"not {_name(names, guard)}(ctx)" for guard in row.unless]
-    names[f"row_{number}"] = row
+    tests = [_test(names, guard) for guard in when]
+    tests += [f"not {_test(names, guard)}" for guard in row.unless]
+    names[f"dest_{number}"], names[f"move_{number}"] = row.dest, row.move
     body = indent + "    "
     return [
         f"{indent}if {' and '.join(tests) or 'True'}:  # {row.move} (SPEC {row.rule})",
         f"{body}draft, effects = Draft(state), []",
         *(f"{body}{_name(names, action)}(ctx, draft, effects)" for action in row.actions),
-        f"{body}draft.phase = row_{number}.dest",
-        f"{body}return Step(state=draft.commit(), effects=tuple(effects), move=row_{number}.move)",
+        f"{body}draft.phase = dest_{number}",
+        f"{body}return Step(state=draft.commit(), effects=tuple(effects), move=move_{number})",
     ]
+
+
+def _test(names: dict[str, object], guard: Guard) -> str:
+    """A guard in the generated code: a `Fact` is read, any other guard called."""
+    if isinstance(guard, Fact):
+        return f"ctx.{guard.__name__}"
+    return f"{_name(names, guard)}(ctx)"
 
 
 def _name(names: dict[str, object], function: Callable[..., object]) -> str:

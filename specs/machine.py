@@ -33,7 +33,7 @@ from transitions import Machine
 
 from toolloop.engine import guards
 from toolloop.engine.events import EVENT_TYPES, Event
-from toolloop.engine.guards import Context, Guard
+from toolloop.engine.guards import Guard, context
 from toolloop.engine.table import TABLE, Row
 from toolloop.states import IterationState, Phase
 
@@ -74,7 +74,7 @@ class Move:
 
     def holds(self, state: IterationState, event: Event) -> bool:
         """Whether this move's guards select it for `event` arriving in `state`."""
-        ctx = Context(state, event)
+        ctx = context(state, event)
         return all(resolve_guard(name, self)(ctx) for name in self.conditions) and not any(
             resolve_guard(name, self)(ctx) for name in self.unless
         )
@@ -140,9 +140,10 @@ class TrapPhase(DeclarationError):
 def resolve_guard(name: str, move: Move) -> Guard:
     """The guard function called `name`, or `UnknownGuard` naming `move`."""
     found = getattr(guards, name, None) if not name.startswith("_") else None
-    if not inspect.isfunction(found) or found.__module__ != guards.__name__:
+    fact = isinstance(found, guards.Fact) and found.__name__ == name
+    if not fact and (not inspect.isfunction(found) or found.__module__ != guards.__name__):
         raise UnknownGuard(move.where, f"guard {name!r} is not a function in {guards.__name__}")
-    guard: Guard = found
+    guard: Guard = found  # type: ignore[assignment]
     return guard
 
 
@@ -281,7 +282,7 @@ class Executable:
         self._machine.set_state(state.phase, self._probe)
         trigger = self._machine.events.get(type(event).__name__)
         if trigger is not None:
-            trigger.trigger(self._probe, Context(state, event))
+            trigger.trigger(self._probe, context(state, event))
         return self._probe.taken
 
     def violation(self, state: IterationState, event: Event, move: str, dest: Phase) -> str | None:

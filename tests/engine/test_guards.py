@@ -11,6 +11,7 @@ from toolloop.engine.guards import (
     call_malformed,
     call_refused,
     ceiling_reached,
+    context,
     error_cap_reached,
     novelai_retries_exhausted,
 )
@@ -30,7 +31,7 @@ def dispatching(config: LoopConfig, turn: TurnSettings, **fields: object) -> Ite
 
 def ctx(state: IterationState, event: Event) -> Context:
     """The context `step` builds for `event` arriving in `state`."""
-    return Context(state, event)
+    return context(state, event)
 
 
 def test_a_blank_named_truncated_call_is_malformed_not_truncated() -> None:

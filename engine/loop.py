@@ -41,6 +41,7 @@ from toolloop.engine.result import build_result
 from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,
     FunctionCall,
+    JsonObject,
     PendingCall,
     Sticker,
     StreamResult,
@@ -127,10 +128,14 @@ def record_stream(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
         or status is StreamStatus.COMPLETED
         or status is StreamStatus.STOPPED_BY_USER
     ):
-        if is_visible(stream.accumulated_text):
+        # Only delivered text is what the turn said (SPEC 3, amended): a stream
+        # streamed under suppression keeps the text the user already saw.
+        if is_visible(stream.accumulated_text) and not draft.suppress_text_output:
             draft.final_text = stream.accumulated_text
         if stream.details_content:
             draft.details_text = merge_details(draft.details_text, stream.details_content)
+    if status is StreamStatus.FUNCTION_CALL and stream.model_parts:
+        draft.accumulated_model_parts = (*draft.accumulated_model_parts, *stream.model_parts)
 
 
 def merge_details(merged: str, increment: str) -> str:
@@ -219,7 +224,7 @@ def _refuse_truncated(
     effects.append(tool_call.failed_notice(draft.iteration, call, name, reason, None))
     response = tool_call.truncated_response(name)
     entry = tool_call.history_entry(
-        attrs.evolve(call, args=None), name, response, None, stream.accumulated_text
+        attrs.evolve(call, args=None), name, response, None, _pre_tool_text(draft, stream)
     )
     _keep(draft, entry, success=False)
 
@@ -232,7 +237,7 @@ def _refuse_blocked(
     message = f"Tool blocked by deliberate tool mode: {name}"
     effects.append(Log(level=Level.WARNING, message=message))
     effects.append(tool_call.failed_notice(draft.iteration, call, name, response["reason"], None))
-    entry = tool_call.history_entry(call, name, response, None, stream.accumulated_text)
+    entry = tool_call.history_entry(call, name, response, None, _pre_tool_text(draft, stream))
     if tool_call.is_sticker_tool(name):
         draft.selected_sticker = None
     _keep(draft, entry, success=False)
@@ -281,7 +286,9 @@ def keep_result(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     if result.success and result.response_delivered:
         draft.tool_response_delivered = True
     response = tool_call.response_for(name, result)
-    entry = tool_call.history_entry(call, name, response, result, ctx.pre_tool_text)
+    assert draft.pending is not None, "DISPATCHING always holds the call"
+    text = _pre_tool_text(draft, draft.pending.stream)
+    entry = tool_call.history_entry(call, name, response, result, text)
     _keep(draft, entry, success=result.success)
 
 
@@ -380,6 +387,17 @@ def _suppress_text(draft: Draft, suppressed: bool, effects: list[Effect]) -> Non
     if draft.suppress_text_output != suppressed:
         effects.append(SetTextSuppression(suppressed=suppressed))
         draft.suppress_text_output = suppressed
+
+
+def _pre_tool_text(draft: Draft, stream: StreamResult) -> tuple[JsonObject, ...] | None:
+    """The entry's pre-tool text: the restarted streams' text, then this stream's (step 15).
+
+    The accumulated parts end with this stream's own, appended when it arrived;
+    the ones before them are the restarted streams'.
+    """
+    parts: tuple[JsonObject, ...] = draft.accumulated_model_parts
+    restarted = parts[: len(parts) - len(stream.model_parts)]
+    return tool_call.pre_tool_text(restarted, stream.accumulated_text)
 
 
 # -- what the event carries ----------------------------------------------------------------

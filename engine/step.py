@@ -6,6 +6,11 @@ operation): it builds the event's `Context` once, takes the first row of the
 next state and moves to the row's destination. A pair without rows raises
 `InvalidEvent` and leaves the state as it was.
 
+Each (phase, event type)'s rows are compiled on import into one function that
+does exactly that, spelled out as a chain of `if`s (`SOURCES` holds its text,
+one comment per row naming its move and SPEC rule); the conformance tests run
+the same rows through `transitions` and check that both pick the same move.
+
 `step` is pure: it does no I/O, reads no clock and does not execute its
 effects (it is to the interpreter what XState's `transition()` is to a service).
 """

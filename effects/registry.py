@@ -291,7 +291,8 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
     try:
         returned = await tool.function(args, call)
     except Exception as error:
-        message = _shorten(str(error), MAX_ERROR_CHARS)
+        text = str(error).encode("utf-8", "replace").decode()  # a lone surrogate becomes "?"
+        message = _shorten(text, MAX_ERROR_CHARS)
         return _failure(f'tool "{call.name}" raised {type(error).__name__}: {message}')
     if returned is None:
         return ToolResult(success=True)
@@ -306,12 +307,20 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
 
 
 def _checked(name: str, result: ToolResult) -> ToolResult:
-    """`result` if its data is JSON, with data beyond `MAX_RESULT_CHARS` cut; else a failure."""
+    """`result` if what the model reads of it is JSON, cut to `MAX_RESULT_CHARS`; else a failure.
+
+    The data is cut as JSON text; `error` and `message` as text.
+    """
     try:
-        check_json(result.data, where="data")
-        check_json(result.image_metadata, where="image_metadata")
+        for field in ("data", "image_metadata", "error", "message"):
+            check_json(getattr(result, field), where=field)
     except JsonInputError as error:
         return _failure(f'tool "{name}" returned {error.where} that is not JSON: {error.problem}')
+    error, message = result.error, result.message
+    if error is not None and len(error) > MAX_RESULT_CHARS:
+        result = attrs.evolve(result, error=_shorten(error, MAX_RESULT_CHARS))
+    if message is not None and len(message) > MAX_RESULT_CHARS:
+        result = attrs.evolve(result, message=_shorten(message, MAX_RESULT_CHARS))
     text = json.dumps(result.data, ensure_ascii=False)
     if len(text) <= MAX_RESULT_CHARS:
         return result

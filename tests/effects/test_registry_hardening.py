@@ -384,3 +384,41 @@ class TestArgumentsAndResultsAreJson:
         assert result.error == (
             f'tool "boom" raised RuntimeError: {"e" * 2000}… [cut at 2000 characters]'
         )
+
+    async def test_long_message_and_error_are_cut(self) -> None:
+        """A result's `error` and `message` beyond MAX_RESULT_CHARS are cut with a marker."""
+        registry = ToolRegistry()
+        long = "m" * (MAX_RESULT_CHARS + 1)
+
+        @registry.tool(name="chatty")
+        async def chatty(args: JsonObject, call: ToolCall) -> ToolResult:
+            return ToolResult(success=False, error=long, message=long)
+
+        result = await execute(registry, "chatty", {})
+        cut = f"{'m' * MAX_RESULT_CHARS}… [cut at {MAX_RESULT_CHARS} characters]"
+        assert (result.error, result.message) == (cut, cut)
+
+    async def test_lone_surrogate_in_a_message_is_a_failure(self) -> None:
+        """A message no UTF-8 request could carry is refused as the tool's failure."""
+        registry = ToolRegistry()
+
+        @registry.tool(name="odd")
+        async def odd(args: JsonObject, call: ToolCall) -> ToolResult:
+            return ToolResult(success=True, message="a\ud800")
+
+        result = await execute(registry, "odd", {})
+        assert result.error == (
+            'tool "odd" returned message that is not JSON: '
+            "$ is a string with a lone surrogate, which is not Unicode text"
+        )
+
+    async def test_exception_text_with_a_lone_surrogate_is_made_text(self) -> None:
+        """An exception message with a lone surrogate reaches the failure as `?`."""
+        registry = ToolRegistry()
+
+        @registry.tool(name="boom")
+        async def boom(args: JsonObject, call: ToolCall) -> None:
+            raise ValueError("bad \udc80 byte")
+
+        result = await execute(registry, "boom", {})
+        assert result.error == 'tool "boom" raised ValueError: bad ? byte'

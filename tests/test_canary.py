@@ -178,18 +178,10 @@ async def test_turn_result_repr_carries_no_secret() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "provider leak owned by the wire helper (issue 12): h11 refuses a key with a "
-        "trailing newline as `Illegal header value b'Bearer sk-...'` and the provider "
-        "reports that message with the key unmasked; remove this mark with wire's fix"
-    ),
-)
 async def test_key_with_trailing_newline_is_not_echoed(
     debug_logs: pytest.LogCaptureFixture,
 ) -> None:
-    """A key with a trailing newline fails the request without its text in any output."""
+    """A key with a trailing newline (which h11 refuses in a header) appears in no output."""
     with OpenAIServer() as server:
         server.script(text_reply("hello"))
         result, produced = await login_turn(server, KEY + "\n")

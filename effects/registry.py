@@ -314,13 +314,16 @@ def _checked(name: str, result: ToolResult) -> ToolResult:
     try:
         for field in ("data", "image_metadata", "error", "message"):
             check_json(getattr(result, field), where=field)
-    except JsonInputError as error:
-        return _failure(f'tool "{name}" returned {error.where} that is not JSON: {error.problem}')
-    error, message = result.error, result.message
-    if error is not None and len(error) > MAX_RESULT_CHARS:
-        result = attrs.evolve(result, error=_shorten(error, MAX_RESULT_CHARS))
-    if message is not None and len(message) > MAX_RESULT_CHARS:
-        result = attrs.evolve(result, message=_shorten(message, MAX_RESULT_CHARS))
+    except JsonInputError as refused:
+        return _failure(
+            f'tool "{name}" returned {refused.where} that is not JSON: {refused.problem}'
+        )
+    cut: dict[str, Any] = {
+        field: _shorten(text, MAX_RESULT_CHARS)
+        for field in ("error", "message")
+        if (text := getattr(result, field)) is not None and len(text) > MAX_RESULT_CHARS
+    }
+    result = attrs.evolve(result, **cut) if cut else result
     text = json.dumps(result.data, ensure_ascii=False)
     if len(text) <= MAX_RESULT_CHARS:
         return result

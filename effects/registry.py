@@ -247,7 +247,8 @@ class ToolRegistry:
 
     def _unknown(self, name: str) -> str:
         known = ", ".join(self._tools) or "none"
-        return f'unknown tool "{name}"; the available tools are: {known}'
+        shown = name if len(name) <= 64 else f"{name[:64]}…"  # 64: the longest valid name
+        return f'unknown tool "{shown}"; the available tools are: {known}'
 
     def _record(self, call: FunctionCall, running: _Running, duration: float) -> None:
         result = running.result
@@ -268,9 +269,14 @@ def _refusal(
 ) -> str | None:
     """Why a gate or the schema refuses the call, in the order SPEC 6 step 6 gives."""
     name = tool.spec.name
-    if not tool.supports(provider):
+    try:
+        supported = tool.supports(provider)
+        available = name not in context.unavailable_for_turn and tool.available(context)
+    except Exception as error:  # the bot's own gate failed: the call cannot be allowed
+        return f'tool "{name}" cannot be checked: its gate raised {type(error).__name__}'
+    if not supported:
         return f'tool "{name}" is not available for provider {context.provider_name}'
-    if name in context.unavailable_for_turn or not tool.available(context):
+    if not available:
         return f'tool "{name}" is not available for the current turn, do not retry it this turn'
     try:
         check_json(args, where="arguments")

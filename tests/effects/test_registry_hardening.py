@@ -422,3 +422,26 @@ class TestArgumentsAndResultsAreJson:
 
         result = await execute(registry, "boom", {})
         assert result.error == 'tool "boom" raised ValueError: bad ? byte'
+
+
+class TestNeverRaisesForTheBotsFault:
+    @pytest.mark.parametrize("gate", ["providers", "available"])
+    async def test_a_gate_that_raises_is_a_failure(self, gate: str) -> None:
+        """A provider or turn gate that raises refuses the call; `execute` does not raise."""
+        registry = ToolRegistry()
+
+        def broken(_: Any) -> bool:
+            raise KeyError("missing setting")
+
+        registry.register(_noop, name="t", **{gate: broken})
+        result = await execute(registry, "t", {})
+        assert result == ToolResult(
+            success=False, error='tool "t" cannot be checked: its gate raised KeyError'
+        )
+        assert registry.recent()[-1].ran is False
+
+    async def test_a_huge_unknown_name_is_cut(self) -> None:
+        """An unknown name from the model is quoted at most 64 characters long."""
+        registry = ToolRegistry()
+        result = await execute(registry, "x" * 100_000, {})
+        assert result.error == f'unknown tool "{"x" * 64}…"; the available tools are: none'

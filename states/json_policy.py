@@ -52,7 +52,7 @@ class JsonInputError(ValueError):
 
 
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
+    raise ValueError(f"{name} (not a JSON number)")
 
 
 def loads(

@@ -52,7 +52,7 @@ def test_non_json_constants_are_refused(constant: str) -> None:
     """Python's NaN and Infinity extensions are not JSON."""
     with pytest.raises(JsonInputError) as caught:
         loads(f'{{"a": {constant}}}', where="w")
-    assert caught.value.reason == f"{constant} is not a JSON value"
+    assert caught.value.reason == f"{constant} (not a JSON number)"
 
 
 def test_decode_error_carries_line_and_column() -> None:

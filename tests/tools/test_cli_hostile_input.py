@@ -133,7 +133,7 @@ def test_replay_binary_file_is_a_clear_error(
     [
         ("[" * 50_000 + "]" * 50_000, f"line 1: nests deeper than {MAX_JSON_DEPTH} levels"),
         ('{"kind": "start", "x": "\\udc00"}', "line 1: $.x is a string with a lone surrogate"),
-        ('{"kind": "start", "x": NaN}', "line 1: is not valid JSON: NaN is not a JSON value"),
+        ('{"kind": "start", "x": NaN}', "line 1: is not valid JSON: NaN (not a JSON number)"),
     ],
 )
 def test_replay_hostile_line_is_a_clear_error(

@@ -67,7 +67,7 @@ class TestMalformed:
     def test_nan_is_not_json(self) -> None:
         """Python's NaN extension is refused."""
         assert str(error_of('{"streams": [NaN]}')) == (
-            "case.json: expected valid JSON, got NaN is not a JSON value"
+            "case.json: expected valid JSON, got NaN (not a JSON number)"
         )
 
     def test_top_level_must_be_an_object(self) -> None:

@@ -846,12 +846,12 @@ class _Stream:
         return self._ended(StreamStatus.FUNCTION_CALL, call)
 
     def _ended(self, status: StreamStatus, call: FunctionCall | None) -> StreamResult:
-        text = "".join(self.text)
+        text, reasoning = "".join(self.text), "".join(self.reasoning)
         return StreamResult(
             status=status,
             accumulated_text=text,
             data=call,
-            thought_log={"text": "".join(self.reasoning)} if self.reasoning else None,
+            thought_log={"text": reasoning} if reasoning else None,
             model_parts=model_parts(text),
         )
 

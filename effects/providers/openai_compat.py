@@ -10,11 +10,15 @@ Theory of operation. `stream` builds the request body from the `StreamRequest`
 lines are split from `aiter_bytes` by hand (`_Lines`), each data payload goes
 through JSON's C scanner once (what `json.loads` runs) and is folded into the
 `_Stream` accumulator, which returns the chunk's visible text for delivery.
-Nothing is built per chunk but what the chunk itself carries. When the body
-ends, the accumulator decides the result (`_Stream.result`). Every failure the
-caller can act on (HTTP status, transport errors, malformed chunks, a stream
-cut short) becomes a `StreamResult` with a `StreamError`; cancellation is not
-caught: leaving the `async with` closes the response, and with it the
+Nothing is built per chunk but what the chunk itself carries; a chunk the
+scanner refuses, or one with more brackets than the JSON policy's depth
+allows, is decided by the policy (`toolloop.states.json_policy`). When the
+model is done (the event with the finish reason, `[DONE]`, a verbatim call)
+or the body ends, the accumulator decides the result (`_Stream.result`).
+Every failure the caller can act on (HTTP status, transport errors, malformed
+chunks, a stream cut short) becomes a `StreamResult` with a `StreamError`,
+its quotes of server text masked for the API key (`_Quoter`); cancellation
+is not caught: leaving the `async with` closes the response, and with it the
 connection.
 
 The request body (see `build_body`):

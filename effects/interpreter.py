@@ -118,7 +118,7 @@ async def run_tool_loop(
             channel=channel,
             control=control,
             catalog=catalog or NoticeCatalog.default(),
-            stash=stash or ContextStash(),
+            stash=ContextStash() if stash is None else stash,
             reply_to=reply_to,
             verbatim=verbatim,
             observer=observer,

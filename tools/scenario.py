@@ -29,6 +29,7 @@ from toolloop.states import (
     StreamStatus,
     Trigger,
     TurnSettings,
+    json_policy,
 )
 
 E = TypeVar("E", bound=enum.Enum)
@@ -137,12 +138,12 @@ def load_scenario(path: Path | str) -> Scenario:
 def parse_scenario(text: str, *, file: str = "<scenario>") -> Scenario:
     """Validate a scenario given as JSON text; `file` names it in errors."""
     try:
-        raw = json.loads(text, object_pairs_hook=_Object, parse_constant=_no_constant)
-    except json.JSONDecodeError as error:
-        where = f"line {error.lineno} column {error.colno}"
-        raise ScenarioError(file, where, "valid JSON", error.msg) from None
-    except ValueError as error:
-        raise ScenarioError(file, "", "valid JSON", str(error)) from None
+        raw = json_policy.loads(text, where=file, object_pairs_hook=_Object)
+    except json_policy.JsonInputError as error:
+        where = f"line {error.line} column {error.column}" if error.line else ""
+        if error.reason != error.problem:  # not JSON at all: the parser's reason
+            raise ScenarioError(file, where, "valid JSON", error.reason) from None
+        raise ScenarioError(file, "", "JSON within toolloop's bounds", error.problem) from None
     return _scenario(_Node(file, "", raw))
 
 
@@ -153,10 +154,6 @@ class _Object(dict[str, Any]):
         super().__init__(pairs)
         keys = [key for key, _ in pairs]
         self.duplicates = sorted({key for key in keys if keys.count(key) > 1})
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} (not a JSON number)")
 
 
 @attrs.frozen

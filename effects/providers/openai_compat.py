@@ -473,9 +473,10 @@ async def _drain(blocks: AsyncIterator[bytes]) -> None:
     Closing a body before its last chunk closes the connection, and every model
     call would pay a new connection (a TLS handshake, for a remote provider).
     Anything after the end is ignored; a server that holds the body open past
-    DRAIN_SECONDS loses its connection instead.
+    DRAIN_SECONDS, or breaks the connection meanwhile, loses the connection,
+    never the reply.
     """
-    with anyio.move_on_after(DRAIN_SECONDS):
+    with anyio.move_on_after(DRAIN_SECONDS), contextlib.suppress(httpx.TransportError):
         async for _ in blocks:
             pass
 

@@ -242,6 +242,15 @@ class TestEndOfStream:
         result, _ = await run(server, reply)
         assert result.status is StreamStatus.FUNCTION_CALL
 
+    @pytest.mark.parametrize("frames", [4, 5], ids=["after-finish", "after-done"])
+    async def test_a_connection_broken_after_the_reply_keeps_the_reply(
+        self, server: OpenAIServer, frames: int
+    ) -> None:
+        """A body broken off after the finish reason or `[DONE]` loses its connection only."""
+        reply = text_reply("All ", "done.").disconnected_after(frames)
+        result, _ = await run(server, reply)
+        assert (result.status, result.accumulated_text) == (StreamStatus.COMPLETED, "All done.")
+
     async def test_events_after_the_finish_reason_are_not_delivered(
         self, server: OpenAIServer
     ) -> None:

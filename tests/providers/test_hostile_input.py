@@ -217,7 +217,7 @@ class TestNonFiniteNumbers:
         )
         message = error_of((await run(server, reply))[0]).message
         assert message.startswith(
-            "malformed chunk 2: the data is not valid JSON: NaN is not a JSON"
+            "malformed chunk 2: the data is not valid JSON: NaN (not a JSON number)"
         )
 
 

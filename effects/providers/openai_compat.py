@@ -84,7 +84,7 @@ MAX_LINE_CHARS = 16 * 1024 * 1024
 
 
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
+    raise ValueError(name)  # The JSON policy's `loads` then says what is wrong, in its words.
 
 
 #: The C scanner behind `json.loads`, called directly: `loads` adds three Python
@@ -587,10 +587,11 @@ class _CallParts:
                 args = _DECODER.decode(text)
         except json.JSONDecodeError:  # Cut short: the pairs that arrived whole.
             args, truncated = complete_pairs(text), True
-        except RecursionError:
-            return _malformed_call(f"{where}: nests deeper than {MAX_JSON_DEPTH} levels")
-        except ValueError as error:  # NaN or Infinity
-            return _malformed_call(f"{where}: {error}")
+        except (ValueError, RecursionError):  # NaN, Infinity or too deep: the policy says which.
+            try:
+                args = loads(text, where=where)
+            except JsonInputError as error:
+                return _malformed_call(str(error))
         if args is not None and not isinstance(args, dict):
             kind = type(args).__name__
             return _malformed_call(

@@ -35,7 +35,7 @@ from tests.openai_server import (
 from tests.providers.conftest import WEATHER
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
-from toolloop.effects.providers.openai_compat import DRAIN_SECONDS, OpenAICompatProvider
+from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.states import (
     ContextItem,
@@ -48,11 +48,12 @@ from toolloop.states import (
 
 pytestmark = pytest.mark.anyio
 
-#: A rolling timeout short enough for a stalled stream to end the test soon.
-QUICK = LoopConfig(stream_sdk_call_timeout_ms=400, stream_abandoned_settle_timeout_ms=0)
-#: After its finish reason a stream is drained for up to DRAIN_SECONDS, which the rolling
-#: timeout must outlast (as it does in any environment: its minimum there is 10 s).
-PATIENT = attrs.evolve(QUICK, stream_sdk_call_timeout_ms=int(DRAIN_SECONDS * 1000) + 2_000)
+#: For a stall before the finish reason: a rolling timeout that ends the test soon, yet
+#: long enough that a healthy stream on a loaded machine never trips it.
+STALLING = LoopConfig(stream_sdk_call_timeout_ms=1_000, stream_abandoned_settle_timeout_ms=0)
+#: For every other case, where no timeout is due; it must outlast the drain of a stream
+#: after its finish reason (DRAIN_SECONDS), as it does anywhere (its minimum is 10 s).
+PATIENT = attrs.evolve(STALLING, stream_sdk_call_timeout_ms=30_000)
 STREAMS = (
     tool_call_reply("get_weather", {"city": "Paris"}, text="Let me look. "),
     text_reply("It is ", "sunny."),
@@ -90,6 +91,10 @@ class Fault:
     def ends_turn(self) -> bool:
         """A fault before the stream's finish reason ends it; after, the reply is complete."""
         return self.kind.startswith("http") or self.position <= FINISH[self.stream]
+
+    @property
+    def config(self) -> LoopConfig:
+        return STALLING if self.kind == "stall" and self.ends_turn else PATIENT
 
     @property
     def outcome(self) -> StreamStatus:
@@ -147,7 +152,7 @@ async def test_a_fault_ends_the_turn_as_spec_says_keeping_every_delivered_text(
     server.script(*fault.replies())
     turn = Turn(server)
     tasks_before = len(anyio.get_running_tasks())
-    result = await turn.run(QUICK if fault.ends_turn else PATIENT)
+    result = await turn.run(fault.config)
 
     assert result.status.value == fault.outcome.value, result
     statuses = [r.status for r in result.stream_results]

@@ -76,6 +76,12 @@ class ScriptedStream:
     follow_up_before_tool: bool = False
     raises: str | None = None
     """Stream the text, then raise an error with this message (the JSON key `raise`)."""
+    follow_up: bool = False
+    """After the text, a follow-up message arrives while the call is still open."""
+    channel_fails: str | None = None
+    """The channel refuses the first text this stream sends, with this message."""
+    model_parts: tuple[JsonObject, ...] | None = None
+    """The provider-native parts it reports; None: one text part of its text, none when blank."""
 
 
 @attrs.frozen(kw_only=True)
@@ -491,7 +497,8 @@ def _streams(node: _Node) -> tuple[ScriptedStream, ...]:
 
 STREAM_KEYS = {
     "status", "text", "details", "error", "call", "thought_log", "stall", "kill",
-    "stop_before_tool", "follow_up_before_tool", "raise",
+    "stop_before_tool", "follow_up_before_tool", "raise", "follow_up", "channel_fails",
+    "model_parts",
 }  # fmt: skip
 ERROR_STATUSES = {StreamStatus.ERROR, StreamStatus.TIMEOUT}
 
@@ -516,7 +523,14 @@ def _stream(node: _Node) -> ScriptedStream:
         stop_before_tool=_read(fields, "stop_before_tool", _boolean, False),
         follow_up_before_tool=_read(fields, "follow_up_before_tool", _boolean, False),
         raises=_read(fields, "raise", _string, None),
+        follow_up=_read(fields, "follow_up", _boolean, False),
+        channel_fails=_read(fields, "channel_fails", _string, None),
+        model_parts=_read(fields, "model_parts", _objects, None),
     )
+
+
+def _objects(node: _Node) -> tuple[JsonObject, ...]:
+    return tuple(_object(item) for item in node.items())
 
 
 def _status(

@@ -1,6 +1,8 @@
-"""`step` is total: every (phase, event) pair is handled or refused by name."""
+"""`step` is total (every (phase, event) pair is handled or refused by name) and runs the table."""
 
 from __future__ import annotations
+
+import json
 
 import attrs
 import pytest
@@ -9,9 +11,11 @@ from hypothesis import strategies as st
 
 from tests.engine.builders import call, done, ok
 from tests.engine.drive import drive
+from toolloop.engine import loop
+from toolloop.engine.effects import Finish
 from toolloop.engine.events import StashTaken, StreamEnded, ToolSettled, TurnStarted
-from toolloop.engine.step import InvalidEvent, initial_state, step
-from toolloop.engine.table import TABLE
+from toolloop.engine.step import InvalidEvent, compile_rows, initial_state, step
+from toolloop.engine.table import FINISHED, ROWS, TABLE, Move
 from toolloop.states import LoopConfig, PendingCall, Phase, TurnSettings
 
 EVENTS = [
@@ -68,3 +72,29 @@ def test_initial_state_takes_the_turn_context() -> None:
     item = ContextItem(content="hi")
     state = initial_state(LoopConfig(), TurnSettings(context=(item,)))
     assert (state.phase, state.iteration, state.context.items) == (Phase.IDLE, 0, (item,))
+
+
+def test_the_move_is_an_enum_member_that_traces_write_as_its_string() -> None:
+    """`Step.move` is a `Move`; JSON (the trace format) writes it as today's string."""
+    out = step(initial_state(LoopConfig(), TurnSettings()), TurnStarted())
+    assert out.move is Move.STARTED
+    assert json.dumps({"move": out.move}) == '{"move": "started"}'
+
+
+def test_step_does_what_the_rows_say() -> None:
+    """A row changed in the table changes what the compiled transition does, and nothing else."""
+    rows = dict(ROWS[ToolSettled])[Phase.DISPATCHING]
+    ended = tuple(
+        attrs.evolve(row, actions=(*row.actions[:-2], loop.finish_with_sticker), dest=FINISHED)
+        if row.move is Move.TOOL_SUCCEEDED
+        else row
+        for row in rows
+    )
+    transition, source = compile_rows(ended)
+    state = step(initial_state(LoopConfig(), TurnSettings()), TurnStarted()).state
+    state = step(state, StreamEnded(result=call())).state
+    out = transition(state, ToolSettled(result=ok()))
+    assert (out.move, out.state.phase) == (Move.TOOL_SUCCEEDED, FINISHED)
+    assert isinstance(out.effects[-1], Finish)
+    assert "# tool_succeeded (SPEC 4.3h5 4.3h6)" in source
+    assert step(state, ToolSettled(result=ok())).state.phase is Phase.STREAMING

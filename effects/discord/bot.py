@@ -9,7 +9,6 @@ model's context. `BotSettings.from_env` reads its configuration.
 
 from __future__ import annotations
 
-import collections
 import logging
 from collections.abc import Mapping
 from typing import TypeVar
@@ -21,9 +20,10 @@ from discord import app_commands
 from toolloop.effects.discord.adapter import DiscordChannel, Persona, Voice, WebhookVoice
 from toolloop.effects.discord.rate import Clock, EditWindow
 from toolloop.effects.discord.turns import Place, TurnManager, TurnRequest
+from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import Provider, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
-from toolloop.states import ContextItem, GenerationTurnResult, TurnSettings
+from toolloop.states import ContextItem, GenerationTurnResult, Sticker, TurnSettings
 from toolloop.states import Persona as TurnPersona
 
 log = logging.getLogger("toolloop.discord")
@@ -107,13 +107,15 @@ class ToolloopBot(discord.Client):
         registry: ToolRegistry,
         clock: Clock | None = None,
         intents: discord.Intents | None = None,
+        on_event: HostObserver | None = None,
     ) -> None:
+        """`on_event` sees every turn's host events (streams, tools, notices), e.g. to log them."""
         if intents is None:
             intents = discord.Intents.default()
             intents.message_content = True
         super().__init__(intents=intents)
         self.settings, self.provider, self.registry = settings, provider, registry
-        self.clock = clock
+        self.clock, self.on_event = clock, on_event
         self.tree = app_commands.CommandTree(self)
         self.turns = TurnManager(
             self.respond,
@@ -121,7 +123,8 @@ class ToolloopBot(discord.Client):
             stop_phrase=settings.stop_phrase,
             stale_after=settings.stale_turn_seconds,
         )
-        self.transcripts: dict[int, collections.deque[ContextItem]] = {}
+        self.transcripts: dict[int, list[ContextItem]] = {}
+        """Each channel's recent messages, oldest first (at most `TRANSCRIPT`)."""
         self._windows: dict[int, EditWindow] = {}
         self._voices: dict[int, Voice | None] = {}
         self.tree.command(name="kill", description="Stop the bot's reply in this channel")(
@@ -135,9 +138,9 @@ class ToolloopBot(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         if message.author.bot or message.webhook_id is not None:
             return
-        self._transcript(message.channel.id).append(
-            ContextItem(author=message.author.display_name, content=message.content)
-        )
+        transcript = self._transcript(message.channel.id)
+        transcript.append(ContextItem(author=message.author.display_name, content=message.content))
+        del transcript[:-TRANSCRIPT]
         await self.turns.on_message(message)
 
     def kill_reply(self, channel_id: int) -> str:
@@ -199,29 +202,41 @@ class ToolloopBot(discord.Client):
 
     async def respond(self, request: TurnRequest) -> GenerationTurnResult:
         """Run the generation turn for the batch, and remember what the persona said."""
-        place_id = request.channel.channel_id
+        place_id, trigger = request.channel.channel_id, request.messages[-1]
+        transcript = self._transcript(place_id)
+        answered = len(transcript)
+        # the messages after `answered` arrived during the turn: its reply goes before them
         name = self.settings.persona.name if self.settings.persona else self.user_name
+        guild = trigger.guild
         result = await run_generation_turn(
             turn=TurnSettings(
                 persona=TurnPersona(name=name),
                 context=(
                     ContextItem(kind="system", content=SYSTEM.format(name=name)),
-                    *self._transcript(place_id),
+                    *transcript,
+                ),
+                channel_id=str(place_id),
+                user_id=str(trigger.author.id),
+                guild_id=str(guild.id) if guild is not None else None,
+                guild_stickers=tuple(
+                    Sticker(id=str(s.id), name=s.name) for s in (guild.stickers if guild else ())
                 ),
             ),
             attempts=[Attempt(provider=self.provider)],
             registry=self.registry,
             channel=request.channel,
             control=request.control,
-            reply_to=str(request.messages[-1].id),
+            reply_to=str(trigger.id),
+            on_event=self.on_event,
         )
-        for response in result.persona_responses:
-            self._transcript(place_id).append(ContextItem(author=name, content=response.text))
+        said = [ContextItem(author=name, content=r.text) for r in result.persona_responses]
+        transcript[answered:answered] = said
+        del transcript[:-TRANSCRIPT]
         return result
 
     @property
     def user_name(self) -> str:
         return self.user.name if self.user is not None else "toolloop"
 
-    def _transcript(self, place_id: int) -> collections.deque[ContextItem]:
-        return self.transcripts.setdefault(place_id, collections.deque(maxlen=TRANSCRIPT))
+    def _transcript(self, place_id: int) -> list[ContextItem]:
+        return self.transcripts.setdefault(place_id, [])

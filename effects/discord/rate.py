@@ -23,7 +23,8 @@ class EditWindow:
     def __init__(self, edits: int = EDITS, period: float = PERIOD) -> None:
         if edits < 1 or period <= 0:
             raise ValueError(
-                f"an edit window needs edits >= 1 and period > 0, got {edits}, {period}"
+                "an edit window needs edits >= 1 and period > 0 "
+                f"(got edits={edits}, period={period})"
             )
         self.period = period
         self._times: collections.deque[float] = collections.deque(maxlen=edits)

@@ -144,8 +144,8 @@ async def send_sticker(place: Place, result: GenerationTurnResult) -> None:
     if result.selected_sticker is None:
         return
     sticker_id = int(result.selected_sticker.id)
-    guild = getattr(place, "guild", None)
-    sticker = guild.get_sticker(sticker_id) if guild is not None else None
+    guild = place.guild if isinstance(place, discord.TextChannel | discord.Thread) else None
+    sticker = discord.utils.get(guild.stickers, id=sticker_id) if guild is not None else None
     try:
         await place.send(stickers=[sticker or discord.Object(id=sticker_id)])  # type: ignore[list-item]
     except discord.HTTPException as error:

@@ -92,3 +92,23 @@ def embeds(place: discord.TextChannel) -> list[discord.Embed]:
 async def deny_sending(place: discord.TextChannel) -> None:
     """Take Send Messages away from everyone in `place` (the bot included)."""
     await dpytest.set_permission_overrides(place.guild.default_role, place, send_messages=False)
+
+
+class Payloads:
+    """The JSON payload of every message the bot created (dpytest drops stickers and replies).
+
+    dpytest's `send_message` finds the channel among its caller's locals, so the
+    recording wrapper keeps one named `channel`.
+    """
+
+    def __init__(self, monkeypatch: Any) -> None:
+        self.sent: list[dict[str, Any]] = []
+        original = backend.FakeHttp.send_message
+        payloads = self.sent
+
+        async def send_message(http: Any, channel_id: int, *, params: Any) -> Any:
+            channel = backend._get_higher_locs(1)["channel"]  # noqa: F841 (read by dpytest)
+            payloads.append(dict(params.payload))
+            return await original(http, channel_id, params=params)
+
+        monkeypatch.setattr(backend.FakeHttp, "send_message", send_message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import aiohttp
 import discord
 import pytest
 
@@ -17,8 +18,23 @@ from tests.discord.conftest import (
     embeds,
     run,
 )
-from toolloop.effects.discord import DeliveryError, DiscordChannel, EditWindow
-from toolloop.effects.ports import Notice, StreamSpan
+from tests.discord.webhook_server import TOKEN, WEBHOOK_ID, Request, WebhookServer
+from tests.effects.harness import ScriptProvider, completed
+from toolloop.effects.discord import (
+    DeliveryError,
+    DiscordChannel,
+    EditWindow,
+    Persona,
+    WebhookVoice,
+    notice_embed,
+)
+from toolloop.effects.memory import MemoryTurnControl
+from toolloop.effects.ports import Notice, StreamRequest, StreamSink, StreamSpan
+from toolloop.effects.registry import ToolRegistry
+from toolloop.effects.turn import Attempt, run_generation_turn
+from toolloop.states import StreamError, StreamResult, StreamStatus, TurnSettings, TurnStatus
+
+AVATAR = "https://cdn.example.org/tomo.png"
 
 
 def span(iteration: int = 0, reply_to: str | None = None) -> StreamSpan:
@@ -229,3 +245,75 @@ class TestDeletion:
         ids, left = run(main)
         assert len(ids) == 1 and int(ids[0]) > 0
         assert left == []
+
+    def test_a_superseded_attempts_message_is_deleted_before_the_fallback_speaks(self) -> None:
+        """The primary streams a little, then fails; only the fallback's reply is left."""
+
+        async def broken(request: StreamRequest, sink: StreamSink) -> StreamResult:
+            await sink.deliver("About to")
+            error = StreamError(type="http_status", message="HTTP 500")
+            return StreamResult(status=StreamStatus.ERROR, accumulated_text="About to", data=error)
+
+        async def main() -> tuple[TurnStatus, list[str]]:
+            await configured()
+            async with DiscordChannel(channel(), window=EditWindow()) as port:
+                result = await run_generation_turn(
+                    turn=TurnSettings(),
+                    attempts=[
+                        Attempt(provider=ScriptProvider(broken)),
+                        Attempt(provider=ScriptProvider(completed("Fallback."))),
+                    ],
+                    registry=ToolRegistry(),
+                    channel=port,
+                    control=MemoryTurnControl(),
+                )
+            return result.status, contents(channel())
+
+        assert run(main) == (TurnStatus.COMPLETED, ["Fallback."])
+
+
+class TestWebhookIdentity:
+    """The persona speaks through the channel's webhook with its name and avatar.
+
+    dpytest does not fake webhooks: `WebhookServer` answers discord.py's webhook
+    requests on loopback (see its docstring).
+    """
+
+    def test_persona_text_and_notices_use_the_webhook_identity(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The stream's message is executed and edited on the webhook; notices keep their voice."""
+
+        async def main() -> tuple[list[Request], list[str], list[str]]:
+            await configured()
+            async with WebhookServer(channel().id) as server, aiohttp.ClientSession() as session:
+                monkeypatch.setattr(discord.http.Route, "BASE", server.base_url)
+                hook = discord.Webhook.partial(WEBHOOK_ID, TOKEN, session=session)
+                voice = WebhookVoice(hook, Persona(name="Tomo", avatar_url=AVATAR))
+                clock = VirtualClock()
+                port = await DiscordChannel(
+                    channel(), window=EditWindow(), persona=voice, clock=clock
+                ).__aenter__()
+                await stream_into(port, ["Hello ", "from ", "Tomo."], clock, every=2.0)
+                await port.send_notice(notice("warning", identity="Tomo"))
+                await port.send_notice(notice("info"))  # the bot's own voice (impersonation)
+                await settle(port, clock)
+                ids = list(port.delivered_message_ids())
+                await port.delete_messages(ids)
+                return server.requests, ids, contents(channel())
+
+        requests, ids, bot_messages = run(main)
+        executed = [r.body for r in requests if r.method == "POST"]
+        assert executed == [
+            {"content": "Hello ", "username": "Tomo", "avatar_url": AVATAR, "tts": False},
+            {
+                "embeds": [notice_embed(notice("warning", identity="Tomo")).to_dict()],
+                "username": "Tomo",
+                "avatar_url": AVATAR,
+                "tts": False,
+            },
+        ]
+        edits = [(r.message_id, r.body["content"]) for r in requests if r.method == "PATCH"]
+        assert edits[-1] == (int(ids[0]), "Hello from Tomo.")
+        assert [r.message_id for r in requests if r.method == "DELETE"] == [int(ids[0])]
+        assert bot_messages == [""]  # the bot's own info notice: an embed, no text

@@ -218,12 +218,11 @@ class DiscordChannel:
 
     # -- what the writers share ------------------------------------------------------------
 
-    async def new_message(self, voice_text: str) -> discord.Message:
-        """A stream's next message; the turn's first one replies to its trigger."""
-        reply_to = None if self._replied else self._reply_target()
+    async def new_message(self, content: str, stream: StreamSpan) -> discord.Message:
+        """A stream's next message; the turn's first one replies to the stream's target."""
+        reply_to = None if self._replied or stream.reply_to is None else int(stream.reply_to)
         self._replied = True
-        voice = self.persona or self.bot
-        message = await voice.send(content=voice_text, reply_to=reply_to)
+        message = await (self.persona or self.bot).send(content=content, reply_to=reply_to)
         self.messages.append(message)
         return message
 
@@ -239,10 +238,6 @@ class DiscordChannel:
         failure = DeliveryError(self.channel_id, what, error)
         log.warning("%s", failure)
         return failure
-
-    def _reply_target(self) -> int | None:
-        reply_to = self._current.span.reply_to if self._current is not None else None
-        return int(reply_to) if reply_to is not None else None
 
 
 class _Writer:
@@ -322,7 +317,7 @@ class _Writer:
         """`content` as the stream's next message, or as `message`'s new text."""
         try:
             if message is None:
-                message = await self.channel.new_message(content)
+                message = await self.channel.new_message(content, self.span)
                 self.messages.append(message)
                 return message
             return await message.edit(content=content)

@@ -19,7 +19,7 @@ from discord import app_commands
 
 from toolloop.effects.discord.adapter import DiscordChannel, Persona, Voice, WebhookVoice
 from toolloop.effects.discord.rate import Clock, EditWindow
-from toolloop.effects.discord.turns import Place, TurnManager, TurnRequest
+from toolloop.effects.discord.turns import Place, TurnManager, TurnRequest, from_a_user
 from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import Provider, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
@@ -136,7 +136,7 @@ class ToolloopBot(discord.Client):
         await self.tree.sync()
 
     async def on_message(self, message: discord.Message) -> None:
-        if message.author.bot or message.webhook_id is not None:
+        if not from_a_user(message):
             return
         transcript = self._transcript(message.channel.id)
         transcript.append(ContextItem(author=message.author.display_name, content=message.content))

@@ -42,6 +42,11 @@ Respond = Callable[[TurnRequest], Awaitable[GenerationTurnResult]]
 OpenChannel = Callable[[Place], Awaitable[DiscordChannel]]
 
 
+def from_a_user(message: discord.Message) -> bool:
+    """Not a bot's message, nor a webhook's (the persona's own included)."""
+    return not message.author.bot and message.webhook_id is None
+
+
 @attrs.define
 class _Lane:
     """One Discord channel's queue and running turn."""
@@ -70,7 +75,7 @@ class TurnManager:
 
     async def on_message(self, message: discord.Message) -> None:
         """A user's message: a stop, the start of a turn, or a follow-up of the running one."""
-        if message.author.bot or message.webhook_id is not None:
+        if not from_a_user(message):
             return
         lane = self._lanes.setdefault(message.channel.id, _Lane())
         if self._stop_phrase is not None and message.content.strip().casefold() == (

@@ -62,6 +62,8 @@ class Edits:
 
 async def configured(client: discord.Client | None = None, channels: int = 2) -> discord.Client:
     """A client wired to dpytest's in-memory Discord with `channels` text channels."""
+    for event in ("edit_message", "delete_message"):  # a callback a previous test set
+        callbacks.remove_callback(event)
     client = client or discord.Client(intents=discord.Intents.all())
     await client._async_setup_hook()
     dpytest.configure(client, text_channels=channels, members=2)

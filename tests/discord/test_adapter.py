@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import aiohttp
+import anyio
 import discord
 import pytest
+from discord.ext.test import callbacks
 
 from tests.discord.conftest import (
     Edits,
@@ -19,7 +22,7 @@ from tests.discord.conftest import (
     run,
 )
 from tests.discord.webhook_server import TOKEN, WEBHOOK_ID, Request, WebhookServer
-from tests.effects.harness import ScriptProvider, completed
+from tests.effects.harness import ScriptProvider, calling, completed
 from toolloop.effects.discord import (
     DeliveryError,
     DiscordChannel,
@@ -30,9 +33,17 @@ from toolloop.effects.discord import (
 )
 from toolloop.effects.memory import MemoryTurnControl
 from toolloop.effects.ports import Notice, StreamRequest, StreamSink, StreamSpan
-from toolloop.effects.registry import ToolRegistry
+from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
-from toolloop.states import StreamError, StreamResult, StreamStatus, TurnSettings, TurnStatus
+from toolloop.states import (
+    JsonObject,
+    StreamError,
+    StreamResult,
+    StreamStatus,
+    ToolResult,
+    TurnSettings,
+    TurnStatus,
+)
 
 AVATAR = "https://cdn.example.org/tomo.png"
 
@@ -91,6 +102,36 @@ class TestStreaming:
         assert texts == ["".join(f"w{i} " for i in range(300))]
         assert 1 <= len(times) <= 5
         assert all(sum(1 for t in times if start <= t < start + 5) <= 5 for start in times)
+
+    def test_a_stuck_edit_never_holds_the_stream_up(self) -> None:
+        """While Discord holds an edit, every further chunk is accepted; the last text follows."""
+
+        async def main() -> tuple[int, list[str]]:
+            await configured()
+            clock, release, held = VirtualClock(), asyncio.Event(), asyncio.Event()
+
+            async def stuck(*args: object) -> None:
+                held.set()
+                await release.wait()
+
+            callbacks.set_callback(stuck, "edit_message")
+            port = await DiscordChannel(channel(), window=EditWindow(), clock=clock).__aenter__()
+            port.stream_started(span())
+            await port.send_text("0 ", reply_to=None)
+            await port.send_text("1 ", reply_to=None)
+            await held.wait()  # the editor is inside Discord's edit now
+            with anyio.fail_after(5):  # a guard against a hang, not a timing assertion
+                for i in range(2, 100):
+                    await port.send_text(f"{i} ", reply_to=None)
+            waiting = len(contents(channel())[0])
+            port.stream_ended(span())
+            release.set()
+            await settle(port, clock)
+            return waiting, contents(channel())
+
+        waiting, texts = run(main)
+        assert waiting == len("0 ")  # nothing after the first message had been shown yet
+        assert texts == ["".join(f"{i} " for i in range(100))]
 
     def test_each_stream_gets_its_own_message(self) -> None:
         """Two streams of a tool chain are two messages."""
@@ -195,6 +236,34 @@ class TestNotices:
             return contents(channel(0)) + contents(channel(1))
 
         assert run(main) == []
+
+    def test_a_loop_notice_reaches_discord_in_the_turns_locale(self) -> None:
+        """A failed tool's hidden notice, rendered from the catalog in German, is the embed."""
+
+        async def broken(args: JsonObject, call: ToolCall) -> ToolResult:
+            return ToolResult(success=False, error="kaputt")
+
+        async def main() -> list[discord.Embed]:
+            await configured()
+            registry = ToolRegistry()
+            registry.register(broken, name="search")
+            async with DiscordChannel(
+                channel(0), window=EditWindow(), thought_log=channel(1)
+            ) as port:
+                await run_generation_turn(
+                    turn=TurnSettings(locale="de"),
+                    attempts=[Attempt(provider=ScriptProvider(calling("search"), completed()))],
+                    registry=registry,
+                    channel=port,
+                    control=MemoryTurnControl(),
+                )
+            return embeds(channel(1))
+
+        (embed,) = run(main)
+        assert (embed.description, embed.colour) == (
+            "Werkzeug search ist fehlgeschlagen: kaputt. Argumente: {}. Daten: null",
+            discord.Colour.red(),
+        )
 
 
 class TestFailures:

@@ -90,7 +90,8 @@ def _number(env: Mapping[str, str], name: str, kind: type[N]) -> N | None:
     try:
         value = kind(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
+        expected = "a whole number" if kind is int else "a number"
+        raise ValueError(f"{name} must be {expected}, got {raw!r}") from None
     if value <= 0:
         raise ValueError(f"{name} must be above 0, got {raw!r}")
     return value

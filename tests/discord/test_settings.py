@@ -45,7 +45,11 @@ class TestFromEnv:
     @pytest.mark.parametrize(
         ("name", "value", "message"),
         [
-            ("TOOLLOOP_THOUGHT_LOG_CHANNEL", "#thoughts", "must be a int, got '#thoughts'"),
+            (
+                "TOOLLOOP_THOUGHT_LOG_CHANNEL",
+                "#thoughts",
+                "must be a whole number, got '#thoughts'",
+            ),
             ("TOOLLOOP_STALE_TURN_SECONDS", "-5", "must be above 0, got '-5'"),
         ],
     )
@@ -68,4 +72,16 @@ def test_toolloop_discord_without_a_token_exits_2_naming_the_variable(
     assert err == (
         "toolloop discord: missing setting: DISCORD_TOKEN is not set: put your bot's token "
         "there (Discord Developer Portal > your application > Bot > Reset Token)\n"
+    )
+
+
+def test_toolloop_discord_with_a_bad_number_exits_2_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A malformed stale timeout is one line naming the variable and the value."""
+    monkeypatch.setenv("DISCORD_TOKEN", "abc")
+    monkeypatch.setenv("TOOLLOOP_STALE_TURN_SECONDS", "ten")
+    assert main(["discord"]) == 2
+    assert capsys.readouterr().err == (
+        "toolloop discord: bad setting: TOOLLOOP_STALE_TURN_SECONDS must be a number, got 'ten'\n"
     )

@@ -30,11 +30,6 @@ from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry
 from toolloop.tools.model_server import ModelServer
 
-FIDELITY = (
-    "needs the fidelity branch (issue 11): the interpreter ends a stream on "
-    "request_follow_up() and turns a raising send_text into an `error` stream"
-)
-
 
 class Bot:
     """A ToolloopBot on dpytest, with the host events it reported."""
@@ -250,7 +245,6 @@ class TestFollowUps:
         assert last_context[-4:] == ["first", "Answer one.", "second", "third"]
         assert len(provider.requests) == 3  # one turn for both follow-ups
 
-    @pytest.mark.xfail(strict=True, reason=FIDELITY)
     def test_a_follow_up_interrupts_a_first_stream(self) -> None:
         """A message during a first stream ends it `follow_up_interrupt`; the batch is answered."""
         point = anyio.Event()
@@ -291,7 +285,6 @@ class TestRefusals:
         refusal = f"Discord refused the message in channel {place}: HTTP 403 (send_messages)"
         assert refusal in [r.getMessage() for r in caplog.records]
 
-    @pytest.mark.xfail(strict=True, reason=FIDELITY)
     def test_a_refused_reply_ends_the_stream_as_an_error(self) -> None:
         """The loop handles the refusal: the stream ends `error`, nothing escapes the turn."""
 

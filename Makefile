@@ -3,14 +3,14 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
-# mypy cannot follow setuptools' editable finder, so lint reads the package
-# through a farm of symlinks that rebuilds the `toolloop` tree.
+# mypy and mkdocstrings cannot follow setuptools' editable finder, so lint and
+# docs read the package through a farm of symlinks that rebuilds the `toolloop` tree.
 TYPED   := build/typed
 PKGS    := engine states effects specs tools
 # The wheel check installs the built wheel where nothing of the project is.
 WHEEL   := build/wheel-check
 
-.PHONY: install demo test lint docs docs-serve wheel-check bench mutation diagram test-servers clean
+.PHONY: install typed demo test lint docs docs-serve wheel-check bench mutation diagram test-servers clean
 
 # The development setup: editable, every extra, the tested versions (constraints.txt).
 # Graphviz is optional (`toolloop diagram --format svg|png` says how to get it).
@@ -28,19 +28,21 @@ demo: install
 test: install
 	$(BIN)/python -m pytest
 
-lint: install
+lint: install typed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	cd $(TYPED) && ../../$(BIN)/mypy -p toolloop
+
+typed:
 	rm -rf $(TYPED) && mkdir -p $(TYPED)/toolloop
 	for p in $(PKGS); do ln -s ../../../$$p $(TYPED)/toolloop/$$p; done
 	for f in __init__.py py.typed; do ln -s ../../../toolloop/$$f $(TYPED)/toolloop/$$f; done
-	cd $(TYPED) && ../../$(BIN)/mypy -p toolloop
 
 # The documentation site (mkdocs.yml); --strict fails on a broken link or reference.
-docs: install
+docs: install typed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
-docs-serve: install
+docs-serve: install typed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 # What a user gets: build the sdist and the wheel, install the wheel with its

@@ -17,7 +17,7 @@ from pathlib import Path
 import attrs
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+DOCUMENTS = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$\n?", re.MULTILINE | re.DOTALL)
 
 

@@ -118,7 +118,7 @@ async def run_tool_loop(
             channel=channel,
             control=control,
             catalog=catalog or NoticeCatalog.default(),
-            stash=stash or ContextStash(),
+            stash=ContextStash() if stash is None else stash,
             reply_to=reply_to,
             verbatim=verbatim,
             observer=observer,
@@ -178,9 +178,13 @@ class _Call:
 
     def __call__(self) -> None:
         """The kill handle: end the call and wake the supervisor to decide, both at once."""
-        if not self.open:
-            return  # a stale handle: the runner has moved on to another call
-        self.killed = self.taken = True
+        if self.open:  # else a stale handle: the runner has moved on to another call
+            self.killed = True
+            self.end_now()
+
+    def end_now(self) -> None:
+        """Take the call from its runner at once (it is cancelled) and wake the supervisor."""
+        self.taken = True
         self.abandon()
         self._alarm.wake()
 
@@ -216,10 +220,19 @@ class _Sink(_Call):
     """A stream's call, and what its provider reports to: progress pushes the deadline back.
 
     Inert once its call is over (`close`): a straggling provider can no longer
-    write to the channel.
+    write to the channel. Besides a kill or a deadline, a follow-up (`interrupt`)
+    and a failed send to the channel end it at once.
     """
 
-    __slots__ = ("_channel", "_reply_to", "_suppressed", "_timeout", "parts")
+    __slots__ = (
+        "_channel",
+        "_reply_to",
+        "_suppressed",
+        "_timeout",
+        "failure",
+        "interrupted",
+        "parts",
+    )
 
     def __init__(
         self,
@@ -234,6 +247,10 @@ class _Sink(_Call):
         self._channel, self._reply_to, self._timeout = channel, reply_to, timeout
         self._suppressed = effect.suppress_text_output
         self.parts: list[str] = []
+        self.interrupted = False
+        """A follow-up ended the stream (SPEC 5)."""
+        self.failure: Exception | None = None
+        """What the channel raised when it could not deliver text (SPEC 5)."""
 
     def progress(self) -> None:
         self.deadline = anyio.current_time() + self._timeout
@@ -243,7 +260,19 @@ class _Sink(_Call):
             return
         self.parts.append(text)
         if not self._suppressed:
-            await self._channel.send_text(text, reply_to=self._reply_to)
+            try:
+                await self._channel.send_text(text, reply_to=self._reply_to)
+            except Exception as error:  # the platform refused or failed the send
+                self.parts.pop()  # never delivered
+                if self.open:
+                    self.failure = error
+                    self.end_now()
+
+    def interrupt(self) -> None:
+        """End the stream for a follow-up message, as the kill would."""
+        if self.open:
+            self.interrupted = True
+            self.end_now()
 
     @property
     def text(self) -> str:
@@ -274,6 +303,10 @@ class _Interpreter:
     _outcome: Outcome | None = attrs.field(init=False, default=None)
     _current: _Sink | _ToolCall | None = attrs.field(init=False, default=None)
     """The call in progress, until its runner or the supervisor releases it."""
+    _chain_active: bool = attrs.field(init=False, default=False)
+    """A `function_call` stream arrived this attempt: follow-ups no longer interrupt."""
+    _watch: anyio.CancelScope = attrs.field(init=False, factory=anyio.CancelScope)
+    """The follow-up watcher's scope: cancelled once the chain is active or the attempt over."""
     _state: IterationState = attrs.field(init=False)
     """The state the awaited effect of the last step answers to (set by `supervise`)."""
     _runner: TaskHandle[None] = attrs.field(init=False)
@@ -284,18 +317,30 @@ class _Interpreter:
     async def supervise(self) -> Outcome:
         """Start the runner and watch its calls until the attempt has its outcome."""
         self._state = initial_state(self.config, self.turn)
+        self.runners.start_soon(self._watch_follow_up)
         self._spawn(self._state, TurnStarted())
         alarm = self._alarm
-        while self._outcome is None:
-            await alarm.wait(self._runner.wait(), alarm.armed)
-            call = self._current
-            if call is None:
-                alarm.armed = math.inf
-            elif call.killed or call.deadline <= anyio.current_time():
-                await self._take(call)
-            else:
-                alarm.armed = call.deadline  # progress moved it: sleep on
+        try:
+            while self._outcome is None:
+                await alarm.wait(self._runner.wait(), alarm.armed)
+                call = self._current
+                if call is None:
+                    alarm.armed = math.inf
+                elif call.taken or call.deadline <= anyio.current_time():
+                    await self._take(call)
+                else:
+                    alarm.armed = call.deadline  # progress moved it: sleep on
+        finally:
+            self._watch.cancel()
         return self._outcome
+
+    async def _watch_follow_up(self) -> None:
+        """Until the chain is active, a follow-up ends the stream in progress (SPEC 5)."""
+        with self._watch:
+            await self.control.wait_for_follow_up()
+            # The wait may return without a checkpoint after the cancel: check the chain.
+            if not self._chain_active and isinstance(self._current, _Sink):
+                self._current.interrupt()
 
     async def _take(self, call: _Sink | _ToolCall) -> None:
         """Decide the outcome of a killed or overdue call, then continue in a fresh runner."""
@@ -313,10 +358,17 @@ class _Interpreter:
         self._spawn(self._state, event)
 
     async def _abandoned(self, sink: _Sink) -> StreamResult:
-        """A killed stream, or a silent one: a stop wins at once, else settle, notice, `timeout`.
+        """A stream taken from its runner: whatever ended it first decides its result.
 
-        A kill during the settle also ends it as `stopped_by_user`, without the notice.
+        A failed send is `error` and a follow-up `follow_up_interrupt`, both with the
+        text delivered so far. A killed stream, or a silent one: a stop wins at
+        once, else settle, notice, `timeout`; a kill during the settle also ends
+        it as `stopped_by_user`, without the notice.
         """
+        if sink.failure is not None:
+            return _channel_failed(sink, sink.failure)
+        if sink.interrupted:
+            return StreamResult(status=StreamStatus.FOLLOW_UP_INTERRUPT, accumulated_text=sink.text)
         if sink.killed or self.control.pending_request() is StopRequest.STOP:
             return _stopped(sink)
         sink.settled = anyio.Event()
@@ -419,6 +471,8 @@ class _Interpreter:
     async def _stream_once(self, effect: fx.StreamOnce) -> StreamEnded:
         timeout = self.config.stream_sdk_call_timeout_ms / 1000
         sink = _Sink(effect, self._runner, self._alarm, self.channel, self.reply_to, timeout)
+        if not self._chain_active and self.control.pending_request() is StopRequest.FOLLOW_UP:
+            sink.interrupt()  # a follow-up pending when the stream starts ends it at once
         request = StreamRequest(
             turn=self.turn,
             once=effect,
@@ -527,6 +581,9 @@ class _Interpreter:
         self.control.clear_stop_request()
 
     def _mark_chain(self, effect: fx.MarkToolChainActive) -> None:
+        """From now on a follow-up never interrupts a stream: it waits for the turn."""
+        self._chain_active = True
+        self._watch.cancel()
         self.control.set_tool_chain_active()
 
     def _count_usage(self, effect: fx.CountToolUsage) -> None:
@@ -581,6 +638,16 @@ def _inactivity_notice(iteration: int, details: dict[str, Any]) -> fx.SendNotice
 
 def _stopped(sink: _Sink) -> StreamResult:
     return StreamResult(status=StreamStatus.STOPPED_BY_USER, accumulated_text=sink.text)
+
+
+def _channel_failed(sink: _Sink, failure: Exception) -> StreamResult:
+    """The stream's `error` when the channel could not deliver its text, naming the failure."""
+    error = StreamError(
+        type="channel_send_failed",
+        message=f"the channel could not deliver text: {type(failure).__name__}: {failure}",
+        retryable=False,
+    )
+    return StreamResult(status=StreamStatus.ERROR, accumulated_text=sink.text, data=error)
 
 
 def _failure(error: str) -> ToolResult:

@@ -41,12 +41,14 @@ class MemoryTurnControl:
         the bot's lifetime stays small; one attempt makes at most 400.
         """
         self._killed = anyio.Event()
+        self._follow_up = anyio.Event()
+        # Invariant: self._follow_up.is_set() == (self.request is StopRequest.FOLLOW_UP).
 
     # -- what the host does ----------------------------------------------------------------
 
     def kill(self) -> None:
         """A genuine stop (`/kill`): ends the current call at once and signals the tools."""
-        self.request = StopRequest.STOP
+        self._request(StopRequest.STOP)
         self._killed.set()
         for handle in list(self.kill_handles):
             handle()
@@ -59,24 +61,37 @@ class MemoryTurnControl:
         """
         if self._killed.is_set():
             self._killed = anyio.Event()
-        self.request = StopRequest.NONE
+        self._request(StopRequest.NONE)
         self.tool_chain_active = False
 
     def request_stop(self) -> None:
         """A stop request that waits for the next check (no call is cut short)."""
-        self.request = StopRequest.STOP
+        self._request(StopRequest.STOP)
 
     def request_follow_up(self) -> None:
-        """A follow-up message queued for the channel."""
-        self.request = StopRequest.FOLLOW_UP
+        """A follow-up message queued for the channel: it interrupts a stream before a chain."""
+        self._request(StopRequest.FOLLOW_UP)
+
+    def _request(self, request: StopRequest) -> None:
+        """Hold `request`, signalling a follow-up to whoever waits for one."""
+        self.request = request
+        if request is StopRequest.FOLLOW_UP:
+            self._follow_up.set()
+        elif self._follow_up.is_set():
+            self._follow_up = anyio.Event()
 
     # -- the TurnControl port --------------------------------------------------------------
 
     def pending_request(self) -> StopRequest:
         return self.request
 
+    async def wait_for_follow_up(self) -> None:
+        # A waiter woken by a follow-up that a stop then replaced waits again on the new event.
+        while self.request is not StopRequest.FOLLOW_UP:
+            await self._follow_up.wait()
+
     def clear_stop_request(self) -> None:
-        self.request = StopRequest.NONE
+        self._request(StopRequest.NONE)
 
     def queue_stop_response(self) -> None:
         self.stop_response_queued = True

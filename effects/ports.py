@@ -120,7 +120,11 @@ class Channel(Protocol):
     """Where the turn's text and notices appear."""
 
     async def send_text(self, text: str, *, reply_to: str | None) -> None:
-        """Deliver a chunk of streamed, visible reply text."""
+        """Deliver a chunk of streamed, visible reply text.
+
+        An exception (the platform refused or failed the send) ends the stream
+        as `error` carrying it; the text delivered before stays (SPEC 5).
+        """
 
     async def send_notice(self, notice: Notice) -> None:
         """Show a warning, error or info notice in the channel."""
@@ -145,6 +149,14 @@ class TurnControl(Protocol):
     def pending_request(self) -> StopRequest:
         """The stop or follow-up request pending for the channel."""
         ...
+
+    async def wait_for_follow_up(self) -> None:
+        """Return once a follow-up request is pending for the channel (at once if one is).
+
+        The interpreter waits on it while the tool-call chain is not active: a
+        follow-up then ends the stream in progress (SPEC 5). Cancelled when the
+        chain goes active or the attempt ends.
+        """
 
     def clear_stop_request(self) -> None:
         """Forget the pending request (a follow-up seen by a tool chain, an unanswered stop)."""

@@ -11,7 +11,16 @@ Schema: sent by the client, never read back) is replaced by `[redacted]`
 wherever the registry hands arguments out for logs, notices and traces
 (`redact`, `recent`). The marker is read on the parameter's own schema, through
 `properties`, `additionalProperties` and `items`, at any depth; not through
-`$ref` or the `anyOf`/`oneOf`/`allOf` combinators.
+`$ref` or the `anyOf`/`oneOf`/`allOf` combinators. Validation failures never
+quote an argument's value (`toolloop.effects.tool_schema`), so no secret reaches
+an error through them.
+
+Bounds (docs/reliability.md): the ring keeps the last `RING_SIZE` calls, with
+arguments longer than `MAX_KEPT_ARGS_CHARS` characters of JSON replaced by a
+marker; a tool's result must be JSON (`json_policy.check_json`) and data longer
+than `MAX_RESULT_CHARS` characters of JSON is cut to that many, with a marker,
+before it goes to the model and into history; an exception's message is cut
+at `MAX_ERROR_CHARS`.
 """
 
 from __future__ import annotations
@@ -20,16 +29,17 @@ import collections
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Collection, Iterator
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeAlias
 
 import anyio
 import attrs
-import jsonschema
 from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 
 from toolloop.effects.ports import ToolInvocation
+from toolloop.effects.tool_schema import ToolSchemaError as ToolSchemaError
+from toolloop.effects.tool_schema import check_parameters as check_parameters
+from toolloop.effects.tool_schema import problems
 from toolloop.states import (
     ApiFamily,
     FunctionCall,
@@ -39,9 +49,17 @@ from toolloop.states import (
     ToolResult,
     ToolSpec,
 )
+from toolloop.states.json_policy import JsonInputError, check_json
 
 REDACTED = "[redacted]"
+#: Calls kept by `recent()`.
 RING_SIZE = 1000
+#: Characters of JSON of one call's (redacted) arguments kept in the ring.
+MAX_KEPT_ARGS_CHARS = 10_000
+#: Characters of JSON of one result's data sent to the model and kept in history.
+MAX_RESULT_CHARS = 100_000
+#: Characters of a tool exception's message kept in the failure.
+MAX_ERROR_CHARS = 2_000
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 NAME_RULE = "1 to 64 letters, digits, '_' or '-'"
 """What OpenAI-style providers accept as a function name."""
@@ -73,17 +91,6 @@ ToolFunction: TypeAlias = Callable[[JsonObject, ToolCall], Awaitable[ToolReturn]
 ProviderGate: TypeAlias = Callable[[ProviderDescriptor], bool]
 TurnGate: TypeAlias = Callable[[ToolContext], bool]
 FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
-
-
-class ToolSchemaError(ValueError):
-    """A tool was registered with a name or a parameters schema the registry cannot use."""
-
-    def __init__(self, tool: str, problem: str, where: str = "") -> None:
-        super().__init__(f'tool "{tool}": {where + ": " if where else ""}{problem}')
-        self.tool = tool
-        self.problem = problem
-        self.where = where
-        """Where in the registration: `parameters.properties.query.type`, or empty."""
 
 
 @attrs.frozen(kw_only=True)
@@ -191,14 +198,20 @@ class ToolRegistry:
 
     def redact(self, tool: str, args: JsonObject | None) -> JsonObject | None:
         """`args` with every `writeOnly` parameter of the tool's schema replaced by `[redacted]`."""
+        if args is None:
+            return None
+        try:
+            check_json(args, where="arguments")
+        except JsonInputError as error:  # too deep to walk, or not JSON: nothing of it is shown
+            return {REDACTED: error.problem}
         registered = self._tools.get(tool)
-        if registered is None or args is None:
+        if registered is None:
             return args
         redacted: JsonObject = _redact(args, registered.spec.parameters)
         return redacted
 
     def recent(self) -> tuple[ToolExecution, ...]:
-        """The last 1000 calls handled, oldest first."""
+        """The last `RING_SIZE` (1000) calls handled, oldest first."""
         return tuple(self._recent)
 
     async def execute(
@@ -241,7 +254,7 @@ class ToolRegistry:
         self._recent.append(
             ToolExecution(
                 tool=call.name,
-                args=self.redact(call.name, call.args),
+                args=_kept(self.redact(call.name, call.args)),
                 ran=running.ran,
                 success=result is not None and result.success,
                 error="cancelled" if result is None else result.error,
@@ -259,9 +272,17 @@ def _refusal(
         return f'tool "{name}" is not available for provider {context.provider_name}'
     if name in context.unavailable_for_turn or not tool.available(context):
         return f'tool "{name}" is not available for the current turn, do not retry it this turn'
-    problems = list(dict.fromkeys(_problems(tool.validator, args)))
-    if problems:
-        return f'invalid arguments for tool "{name}": ' + "; ".join(problems)
+    try:
+        check_json(args, where="arguments")
+        broken = list(dict.fromkeys(problems(tool.validator, args)))
+    except JsonInputError as error:
+        broken = [error.problem]
+    except Exception as error:  # a schema fault jsonschema only finds on use (a `$ref` cycle)
+        return (
+            f'tool "{name}" cannot check its arguments: its schema fails ({type(error).__name__})'
+        )
+    if broken:
+        return f'invalid arguments for tool "{name}": ' + "; ".join(broken)
     return None
 
 
@@ -270,51 +291,48 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
     try:
         returned = await tool.function(args, call)
     except Exception as error:
-        return _failure(f'tool "{call.name}" raised {type(error).__name__}: {error}')
+        message = _shorten(str(error), MAX_ERROR_CHARS)
+        return _failure(f'tool "{call.name}" raised {type(error).__name__}: {message}')
     if returned is None:
         return ToolResult(success=True)
-    if isinstance(returned, ToolResult):
-        return returned
     if isinstance(returned, dict):
-        return ToolResult(success=True, data=returned)
-    kind = type(returned).__name__
-    return _failure(f'tool "{call.name}" returned a {kind}, expected a ToolResult, a dict or None')
+        returned = ToolResult(success=True, data=returned)
+    if not isinstance(returned, ToolResult):
+        kind = type(returned).__name__
+        return _failure(
+            f'tool "{call.name}" returned a {kind}, expected a ToolResult, a dict or None'
+        )
+    return _checked(call.name, returned)
+
+
+def _checked(name: str, result: ToolResult) -> ToolResult:
+    """`result` if its data is JSON, with data beyond `MAX_RESULT_CHARS` cut; else a failure."""
+    try:
+        check_json(result.data, where="data")
+        check_json(result.image_metadata, where="image_metadata")
+    except JsonInputError as error:
+        return _failure(f'tool "{name}" returned {error.where} that is not JSON: {error.problem}')
+    text = json.dumps(result.data, ensure_ascii=False)
+    if len(text) <= MAX_RESULT_CHARS:
+        return result
+    marker = f"[cut: {len(text)} characters of JSON, the first {MAX_RESULT_CHARS} kept]"
+    return attrs.evolve(result, data=f"{text[:MAX_RESULT_CHARS]} {marker}")
+
+
+def _kept(args: JsonObject | None) -> JsonObject | None:
+    """Redacted arguments as the ring keeps them: beyond `MAX_KEPT_ARGS_CHARS`, only their size."""
+    if args is None:
+        return None
+    size = len(json.dumps(args, ensure_ascii=False))
+    return args if size <= MAX_KEPT_ARGS_CHARS else {REDACTED: f"{size} characters of arguments"}
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… [cut at {limit} characters]"
 
 
 def _failure(error: str) -> ToolResult:
     return ToolResult(success=False, error=error)
-
-
-def _problems(validator: Validator, args: JsonObject) -> Iterator[str]:
-    """One line per broken rule, naming the argument by its JSON path."""
-    errors = sorted(validator.iter_errors(args), key=lambda error: list(map(str, error.path)))
-    for error in errors:
-        if error.validator == "required":
-            yield from _missing(error)
-        else:
-            yield f"{_json_path(error.absolute_path)}: {error.message} (rule: {error.validator})"
-
-
-def _missing(error: jsonschema.ValidationError) -> Iterator[str]:
-    """A `required` error names the object; name each missing argument instead."""
-    required: list[str] = list(error.validator_value)  # type: ignore[arg-type]
-    present: JsonObject = error.instance  # type: ignore[assignment]
-    for name in required:
-        if name not in present:
-            yield f"{_json_path([*error.absolute_path, name])}: is required (rule: required)"
-
-
-def _json_path(parts: Collection[str | int]) -> str:
-    """`$.query`, `$.items[0].name`, `$["odd key"]`."""
-    path = "$"
-    for part in parts:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif part.isidentifier():
-            path += f".{part}"
-        else:
-            path += f'["{part}"]'
-    return path
 
 
 def _description(function: ToolFunction) -> str:
@@ -325,25 +343,6 @@ def check_name(name: str) -> str:
     if not NAME_PATTERN.match(name):
         raise ToolSchemaError(name, f"must be {NAME_RULE}", "name")
     return name
-
-
-def check_parameters(name: str, schema: JsonObject) -> Validator:
-    """A validator for the tool's parameters, once they passed the meta-schema and are an object.
-
-    Raises `ToolSchemaError` naming the tool, where in the schema and what is wrong.
-    """
-    if not isinstance(schema, dict) or schema.get("type") != "object":
-        got = json.dumps(schema.get("type")) if isinstance(schema, dict) else type(schema).__name__
-        problem = f'"type" is {got}, but parameters must be an object schema ("type": "object")'
-        raise ToolSchemaError(name, problem, "parameters")
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as error:
-        where = _json_path(error.absolute_path).replace("$", "parameters", 1)
-        raise ToolSchemaError(name, f"{error.message} (rule: {error.validator})", where) from None
-    validator: Validator = cls(schema)
-    return validator
 
 
 def _provider_gate(providers: Collection[ApiFamily] | ProviderGate | None) -> ProviderGate:

@@ -1,10 +1,15 @@
 """Configuration from the environment (SPEC section 2): never crashes on a bad value.
 
 A missing or blank value takes the default silently; a value that is not a
-decimal integer, or is below its minimum, takes the default and is reported
-once as a `ConfigWarning` naming the variable, the bad value and the value used.
+decimal integer, or is outside its range, takes the default and is reported
+once as a `ConfigWarning` naming the variable, the bad value (shortened when
+huge) and the value used, both returned and logged at WARNING when loaded.
+The maximums keep every later use in range: a timeout in milliseconds of at
+most a day converts to seconds and deadlines without overflow, and a number
+of digits no larger than needed is never handed to `int`.
 """
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -13,17 +18,46 @@ import attrs
 
 from toolloop.states import ConfigWarning, LoopConfig
 
-_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
+log = logging.getLogger(__name__)
 
-#: variable -> (LoopConfig field, minimum), in SPEC order (warnings follow it).
-VARIABLES: dict[str, tuple[str, int]] = {
-    "BOT_MAX_FUNCTION_CALL_ITERATIONS": ("max_function_call_iterations", 1),
-    "BOT_MAX_CONSECUTIVE_TOOL_ERRORS": ("max_consecutive_tool_errors", 1),
-    "NAI_TOOL_FAILURE_RETRY_THRESHOLD": ("nai_tool_failure_retry_threshold", 1),
-    "STREAM_SDK_CALL_TIMEOUT_MS": ("stream_sdk_call_timeout_ms", 10_000),
-    "STREAM_ABANDONED_SETTLE_TIMEOUT_MS": ("stream_abandoned_settle_timeout_ms", 0),
-    "TOOL_EXECUTION_TIMEOUT_MS": ("tool_execution_timeout_ms", 10_000),
-    "VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS": ("verbatim_tool_call_max_buffer_chars", 1),
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
+_DAY_MS = 24 * 60 * 60 * 1000
+#: Characters of a bad value quoted in a warning.
+MAX_VALUE_CHARS = 40
+
+
+@attrs.frozen(kw_only=True)
+class Variable:
+    """One variable: its `LoopConfig` field and the range of values it accepts."""
+
+    field: str
+    minimum: int
+    maximum: int
+
+
+#: variable -> its field and range, in SPEC order (warnings follow it).
+VARIABLES: dict[str, Variable] = {
+    "BOT_MAX_FUNCTION_CALL_ITERATIONS": Variable(
+        field="max_function_call_iterations", minimum=1, maximum=10_000
+    ),
+    "BOT_MAX_CONSECUTIVE_TOOL_ERRORS": Variable(
+        field="max_consecutive_tool_errors", minimum=1, maximum=1_000
+    ),
+    "NAI_TOOL_FAILURE_RETRY_THRESHOLD": Variable(
+        field="nai_tool_failure_retry_threshold", minimum=1, maximum=1_000
+    ),
+    "STREAM_SDK_CALL_TIMEOUT_MS": Variable(
+        field="stream_sdk_call_timeout_ms", minimum=10_000, maximum=_DAY_MS
+    ),
+    "STREAM_ABANDONED_SETTLE_TIMEOUT_MS": Variable(
+        field="stream_abandoned_settle_timeout_ms", minimum=0, maximum=600_000
+    ),
+    "TOOL_EXECUTION_TIMEOUT_MS": Variable(
+        field="tool_execution_timeout_ms", minimum=10_000, maximum=_DAY_MS
+    ),
+    "VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS": Variable(
+        field="verbatim_tool_call_max_buffer_chars", minimum=1, maximum=1_048_576
+    ),
 }
 
 
@@ -36,30 +70,52 @@ class LoadedConfig:
 
 
 def load_config(env: Mapping[str, object] | None = None) -> LoadedConfig:
-    """Read every variable from `env` (default: the process environment)."""
+    """Read every variable from `env` (default: the process environment); log each warning."""
     source: Mapping[str, object] = os.environ if env is None else env
     defaults = LoopConfig()
     values: dict[str, int] = {}
     warnings: list[ConfigWarning] = []
-    for variable, (field, minimum) in VARIABLES.items():
-        default: int = getattr(defaults, field)
-        raw = source.get(variable)
-        value = _parse(raw, minimum)
+    for name, variable in VARIABLES.items():
+        default: int = getattr(defaults, variable.field)
+        raw = source.get(name)
+        value = _parse(raw, variable)
         if value is None:
-            if raw is not None and str(raw).strip():
-                warnings.append(ConfigWarning(variable=variable, value=str(raw), used=default))
+            if raw is not None and (text := _text(raw)).strip():
+                warnings.append(ConfigWarning(variable=name, value=text, used=default))
+                log.warning(
+                    "%s=%s is not an integer from %d to %d; using %d",
+                    name,
+                    warnings[-1].value,
+                    variable.minimum,
+                    variable.maximum,
+                    default,
+                )
             value = default
-        values[field] = value
+        values[variable.field] = value
     return LoadedConfig(config=LoopConfig(**values), warnings=tuple(warnings))
 
 
-def _parse(raw: object, minimum: int) -> int | None:
-    """The integer `raw` spells when it is one and not below `minimum`, else None."""
+def _parse(raw: object, variable: Variable) -> int | None:
+    """The integer `raw` spells when it is one within the variable's range, else None."""
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int):
-        return raw if raw >= minimum else None
-    if raw is None or not _INTEGER.fullmatch(text := str(raw)):
+        value = raw
+    elif raw is None or not _INTEGER.fullmatch(text := str(raw)):
         return None
-    value = int(text)
-    return value if value >= minimum else None
+    elif len(text.strip().lstrip("+-").lstrip("0")) > len(str(variable.maximum)):
+        return None  # more digits than the maximum has: out of range, and never given to `int`
+    else:
+        value = int(text)
+    return value if variable.minimum <= value <= variable.maximum else None
+
+
+def _text(raw: object) -> str:
+    """`raw` as a warning quotes it: shortened past `MAX_VALUE_CHARS`."""
+    try:
+        text = str(raw)
+    except ValueError:  # an int too long for `str`: Python refuses past 4,300 digits
+        return f"an integer of {raw.bit_length()} bits"  # type: ignore[attr-defined]
+    if len(text) <= MAX_VALUE_CHARS:
+        return text
+    return f"{text[:MAX_VALUE_CHARS]}… ({len(text)} characters)"

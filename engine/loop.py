@@ -44,6 +44,7 @@ from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,
     FunctionCall,
     IterationState,
+    JsonObject,
     PendingCall,
     Phase,
     Sticker,
@@ -155,10 +156,14 @@ def stream_ended(state: IterationState, event: StreamEnded) -> Step:
     if stream.thought_log is not None:
         draft.thought_log = stream.thought_log
     if stream.status in _TAKES_TEXT:
-        if is_visible(stream.accumulated_text):
+        # Only delivered text is what the turn said (SPEC 3, amended): a stream
+        # streamed under suppression keeps the text the user already saw.
+        if is_visible(stream.accumulated_text) and not state.suppress_text_output:
             draft.final_text = stream.accumulated_text
         draft.details_text = merge_details(state.details_text, stream.details_content)
     if stream.status is StreamStatus.FUNCTION_CALL:
+        if stream.model_parts:
+            draft.accumulated_model_parts = (*state.accumulated_model_parts, *stream.model_parts)
         return _function_call(draft, state, event)
     return _BY_STATUS[stream.status](draft, stream)
 
@@ -260,7 +265,7 @@ def tool_settled(state: IterationState, event: ToolSettled) -> Step:
     sticker_tool = tool_call.is_sticker_tool(name)
     response = tool_call.response_for(name, result)
     outcome = HistoryOutcome(
-        entry=tool_call.history_entry(call, name, response, result, stream.accumulated_text),
+        entry=tool_call.history_entry(call, name, response, result, _pre_tool_text(draft, stream)),
         success=result.success,
         end_turn=result.end_turn,
         response_delivered=result.success and result.response_delivered,
@@ -281,7 +286,7 @@ def _refuse_truncated(
     effects.append(tool_call.failed_notice(draft.iteration, call, name, reason, None))
     response = tool_call.truncated_response(name)
     entry = tool_call.history_entry(
-        attrs.evolve(call, args=None), name, response, None, stream.accumulated_text
+        attrs.evolve(call, args=None), name, response, None, _pre_tool_text(draft, stream)
     )
     return accept_history(draft, stream, name, HistoryOutcome(entry=entry, success=False), effects)
 
@@ -294,7 +299,7 @@ def _refuse_blocked(
     message = f"Tool blocked by deliberate tool mode: {name}"
     effects.append(Log(level=Level.WARNING, message=message))
     effects.append(tool_call.failed_notice(draft.iteration, call, name, response["reason"], None))
-    entry = tool_call.history_entry(call, name, response, None, stream.accumulated_text)
+    entry = tool_call.history_entry(call, name, response, None, _pre_tool_text(draft, stream))
     outcome = HistoryOutcome(
         entry=entry, success=False, selects_sticker=tool_call.is_sticker_tool(name)
     )
@@ -402,6 +407,17 @@ def _suppress_text(draft: Draft, suppressed: bool, effects: list[Effect]) -> Non
     if draft.suppress_text_output != suppressed:
         effects.append(SetTextSuppression(suppressed=suppressed))
         draft.suppress_text_output = suppressed
+
+
+def _pre_tool_text(draft: Draft, stream: StreamResult) -> tuple[JsonObject, ...] | None:
+    """The entry's pre-tool text: the restarted streams' text, then this stream's (step 15).
+
+    The accumulated parts end with this stream's own, appended when it arrived;
+    the ones before them are the restarted streams'.
+    """
+    parts: tuple[JsonObject, ...] = draft.accumulated_model_parts
+    restarted = parts[: len(parts) - len(stream.model_parts)]
+    return tool_call.pre_tool_text(restarted, stream.accumulated_text)
 
 
 def _pending(state: IterationState) -> PendingCall:

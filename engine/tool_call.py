@@ -108,15 +108,32 @@ def resolve_sticker(turn: TurnSettings, result: ToolResult) -> Sticker | None:
 
 
 def history_entry(
-    call: FunctionCall, name: str, response: Any, result: ToolResult | None, text: str
+    call: FunctionCall,
+    name: str,
+    response: Any,
+    result: ToolResult | None,
+    pre_tool_text: tuple[JsonObject, ...] | None,
 ) -> ToolHistoryEntry:
     """The call/response pair the model sees from now on, with its pre-tool text (step 15)."""
     return ToolHistoryEntry(
         function_call=renamed(call, name),
         function_response={"name": name, "response": {"result": response}},
         image_metadata=None if result is None else result.image_metadata,
-        pre_tool_call_text_parts=({"type": "text", "text": text},) if is_visible(text) else None,
+        pre_tool_call_text_parts=pre_tool_text,
     )
+
+
+def pre_tool_text(restarted: tuple[JsonObject, ...], text: str) -> tuple[JsonObject, ...] | None:
+    """Everything the model said since the last entry, as text parts (step 15, amended).
+
+    `restarted` are the model parts of the streams that ended in a restart since
+    then: their text parts (`{"type": "text", ...}`) come first, in order, then
+    this stream's visible text. None when there is neither.
+    """
+    parts = [part for part in restarted if part.get("type") == "text"]
+    if is_visible(text):
+        parts.append({"type": "text", "text": text})
+    return tuple(parts) if parts else None
 
 
 def failed_notice(

@@ -22,7 +22,7 @@ import attrs
 from toolloop.engine.effects import Effect
 from toolloop.engine.events import Event
 from toolloop.engine.step import InvalidEvent, initial_state, step
-from toolloop.states import LoopConfig, Phase, TurnSettings
+from toolloop.states import LoopConfig, Phase, TurnSettings, json_policy
 from toolloop.states.convert import from_json, to_json
 
 
@@ -155,10 +155,12 @@ def redacted(data: Any, redact: Redact) -> Any:
 
 
 def _record(number: int, line: str) -> dict[str, Any]:
+    """One line under the JSON policy: bounded in size and depth, so never a RecursionError."""
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise TraceError(number, f"not JSON ({error.msg} at column {error.colno})") from None
+        record = json_policy.loads(line, where=f"line {number}")
+    except json_policy.JsonInputError as error:
+        problem = f"not JSON ({error.reason} at column {error.column})" if error.column else None
+        raise TraceError(number, problem or error.problem) from None
     if not isinstance(record, dict):
         raise TraceError(number, f"expected an object, got {type(record).__name__}")
     return record

@@ -4,7 +4,9 @@ Provider streams, tool arguments and results, scenario files and trace lines
 all pass through here, so each has the same bounds: at most `MAX_JSON_CHARS`
 characters, at most `MAX_JSON_DEPTH` levels of nesting, no `NaN` or
 `Infinity` (they are not JSON, and a model must never see them echoed back),
-and only JSON's own types. A value within these bounds can be walked,
+only JSON's own types, and strings that are Unicode text (no lone surrogate
+from a `\ud800` escape, which no UTF-8 writer, terminal or HTTP client can
+encode). A value within these bounds can be walked,
 redacted, structured and dumped again without a `RecursionError`, which is
 why the depth bound is far below Python's recursion limit.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -29,18 +32,27 @@ MAX_JSON_CHARS = 16 * 1024 * 1024
 #: Levels of arrays and objects one JSON value may nest.
 MAX_JSON_DEPTH = 100
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 class JsonInputError(ValueError):
     """JSON from outside broke the policy: says where it came from and what was wrong."""
 
-    def __init__(self, where: str, problem: str) -> None:
+    def __init__(
+        self, where: str, problem: str, *, reason: str = "", line: int = 0, column: int = 0
+    ) -> None:
         super().__init__(f"{where}: {problem}")
         self.where = where
         self.problem = problem
+        self.reason = reason or problem
+        """For text that is not JSON, the parser's reason alone (`Expecting value`)."""
+        self.line = line
+        """For text that is not JSON, where the parser stopped (1-based; 0: not known)."""
+        self.column = column
 
 
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
+    raise ValueError(f"{name} (not a JSON number)")
 
 
 def loads(
@@ -62,8 +74,11 @@ def loads(
         raise JsonInputError(where, f"nests deeper than {MAX_JSON_DEPTH} levels") from None
     except UnicodeDecodeError as error:
         raise JsonInputError(where, f"is not UTF-8 text ({error.reason})") from None
-    except ValueError as error:  # JSONDecodeError, and the refused constants
-        raise JsonInputError(where, f"is not valid JSON: {error}") from None
+    except json.JSONDecodeError as error:
+        problem, at = f"is not valid JSON: {error}", (error.lineno, error.colno)
+        raise JsonInputError(where, problem, reason=error.msg, line=at[0], column=at[1]) from None
+    except ValueError as error:  # the refused constants
+        raise JsonInputError(where, f"is not valid JSON: {error}", reason=str(error)) from None
     check_json(value, where=where)
     return value
 
@@ -87,11 +102,16 @@ def check_json(value: Any, *, where: str) -> None:
             for key, child in item.items():
                 if not isinstance(key, str):
                     raise JsonInputError(where, f"{_path(trail)} has a key that is not a string")
+                if _SURROGATE.search(key):
+                    raise JsonInputError(where, f"{_path(trail)} has a key {_NOT_TEXT}")
                 stack.append((child, depth + 1, (trail, key)))
         elif isinstance(item, list | tuple):
             if depth >= MAX_JSON_DEPTH:
                 raise JsonInputError(where, f"nests deeper than {MAX_JSON_DEPTH} levels")
             stack.extend((child, depth + 1, (trail, i)) for i, child in enumerate(item))
+        elif isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise JsonInputError(where, f"{_path(trail)} is a string {_NOT_TEXT}")
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise JsonInputError(where, f"{_path(trail)} is {item}, which JSON cannot carry")
@@ -100,10 +120,20 @@ def check_json(value: Any, *, where: str) -> None:
             raise JsonInputError(where, f"{_path(trail)} is a {kind}, which is not a JSON value")
 
 
+_NOT_TEXT = "with a lone surrogate, which is not Unicode text"
+
+
 def _path(trail: Any) -> str:
     """`$.a[0].b` for the trail `((((None, "a"), 0), "b")`."""
     keys: list[str | int] = []
     while trail is not None:
         trail, key = trail
         keys.append(key)
-    return "$" + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in reversed(keys))
+    return "$" + "".join(
+        f"[{k}]" if isinstance(k, int) else f".{_short(k)}" for k in reversed(keys)
+    )
+
+
+def _short(key: str) -> str:
+    """A key as a path shows it: a long one (it came from outside) is cut."""
+    return key if len(key) <= 40 else f"{key[:40]}…"

@@ -71,6 +71,8 @@ class Reply:
     delay: float = 0.0
     """Seconds to wait before each frame (a slow stream)."""
     content_type: str = "text/event-stream"
+    headers: dict[str, str] = attrs.field(factory=dict)
+    """More response headers (a redirect's `Location`)."""
     hang_up_after: bool = False
     """Keep the connection alive, then drop the next request it carries unanswered."""
 
@@ -245,7 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.error is not None:
             send_json(self, reply.status, {"error": reply.error})
             return
-        send_head(self, reply.status, reply.content_type)
+        send_head(self, reply.status, reply.content_type, headers=reply.headers)
         for batch in self._batches(reply):
             if isinstance(batch, Disconnect):
                 self.wfile.flush()

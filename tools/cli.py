@@ -54,7 +54,10 @@ def _simulate(args: argparse.Namespace) -> int:
     redact = scripted_registry(scenario.tools, MemoryTurnControl()).redact
     if args.trace is not None:
         lines = dump_lines(trace, redact)
-        args.trace.write_text("".join(f"{line}\n" for line in lines), "utf-8")
+        try:
+            args.trace.write_text("".join(f"{line}\n" for line in lines), "utf-8")
+        except OSError as error:
+            return _fail("simulate", f"{args.trace}: cannot write the trace: {error.strerror}")
     print(json.dumps(redacted(document, redact), indent=2, ensure_ascii=False))
     return 0
 
@@ -62,6 +65,8 @@ def _simulate(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     try:
         trace = load_lines(args.trace.read_text("utf-8").splitlines())
+    except UnicodeDecodeError as error:
+        return _fail("replay", f"{args.trace}: not UTF-8 text (byte {error.start}: {error.reason})")
     except (OSError, TraceError) as error:
         return _fail("replay", f"{args.trace}: {error}")
     problems = replay(trace)

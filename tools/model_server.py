@@ -41,11 +41,17 @@ def sse_event(frame: Mapping[str, Any] | bytes) -> bytes:
 
 
 def send_head(
-    handler: BaseHTTPRequestHandler, status: int, content_type: str, length: int | None = None
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    content_type: str,
+    length: int | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> None:
     """The status line and headers: a chunked body unless `length` is given."""
     handler.send_response(status)
     handler.send_header("Content-Type", content_type)
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
     if length is None:
         handler.send_header("Transfer-Encoding", "chunked")
         handler.send_header("Cache-Control", "no-cache")

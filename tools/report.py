@@ -1,7 +1,12 @@
 """The JSON document `toolloop simulate` prints, derived from a run's trace (SCENARIOS.md).
 
-Everything here is read off the trace (and the notices the channel received),
-so the same report comes out of a live run and of a replayed one.
+Everything here is read off the trace (and what the channel received), so the
+same report comes out of a live run and of a replayed one.
+
+Its size is linear in the work: each provider call's effect names how many
+history entries, model parts and context items it carried rather than
+repeating them (the final history is printed once, the parts sent per call in
+`model_parts_sent`), so a long chain does not print its history once per call.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from toolloop.engine.effects import (
     StreamOnce,
 )
 from toolloop.engine.events import StreamEnded, ToolSettled
+from toolloop.engine.restart import restart_type
 from toolloop.engine.step import initial_state, step
 from toolloop.engine.trace import Trace, TraceStep
 from toolloop.states import (
@@ -38,10 +44,11 @@ def report(
     trace: Trace,
     *,
     notices: list[dict[str, Any]],
+    delivered: list[str],
     config_warnings: tuple[ConfigWarning, ...],
     raised: BaseException | None,
 ) -> dict[str, Any]:
-    """The simulate document for a run that recorded `trace`."""
+    """The simulate document for a run that recorded `trace`; `delivered`: the channel's texts."""
     final = final_state(trace)
     effects = [effect for record in trace.steps for effect in record.effects]
     return {
@@ -51,6 +58,12 @@ def report(
         "function_history": history_json(final),
         "notices": notices,
         "channel": channel_json(effects),
+        "delivered": delivered,
+        "model_parts_sent": [
+            list(effect.accumulated_model_parts)
+            for effect in effects
+            if isinstance(effect, StreamOnce)
+        ],
         "config_warnings": [to_json(warning) for warning in config_warnings],
         "effects": [effect_json(effect) for effect in effects],
         "raised": None
@@ -97,7 +110,7 @@ def tool_calls(steps: tuple[TraceStep, ...]) -> list[dict[str, Any]]:
             calls.append(_call_json(iteration, event, record))
         elif isinstance(event, ToolSettled) and calls:
             calls[-1]["success"] = event.result.success
-            calls[-1]["outcome"] = _outcome(record.move)
+            calls[-1]["outcome"] = _settled_outcome(event, record.move)
         for effect in record.effects:
             if isinstance(effect, StreamOnce):
                 iteration = effect.iteration
@@ -124,6 +137,14 @@ def _outcome(move: str) -> str:
     return "restart" if move in RESTARTS else "history"
 
 
+def _settled_outcome(event: ToolSettled, move: str) -> str:
+    """A tool's outcome; a restart is one even when the ceiling ends the turn right after it."""
+    result = event.result
+    if move not in ABORTS and result.success and restart_type(result.data) is not None:
+        return "restart"
+    return _outcome(move)
+
+
 def history_json(state: IterationState) -> list[dict[str, Any]]:
     """The final history as the provider would see it."""
     return [
@@ -134,7 +155,7 @@ def history_json(state: IterationState) -> list[dict[str, Any]]:
             "pre_tool_text": (
                 None
                 if entry.pre_tool_call_text_parts is None
-                else "".join(part["text"] for part in entry.pre_tool_call_text_parts)
+                else "\n\n".join(part["text"] for part in entry.pre_tool_call_text_parts)
             ),
         }
         for entry in state.function_history
@@ -160,6 +181,22 @@ def channel_json(effects: list[Effect]) -> dict[str, Any]:
 
 
 def effect_json(effect: Effect) -> dict[str, Any]:
-    """One effect of the trace, tagged with its `type`."""
+    """One effect of the trace, tagged with its `type`; a provider call by its sizes."""
+    if isinstance(effect, StreamOnce):
+        return stream_once_json(effect)
     data: dict[str, Any] = to_json(effect, Effect)
     return {"type": data.pop("_type"), **data}
+
+
+def stream_once_json(effect: StreamOnce) -> dict[str, Any]:
+    """A provider call: what it carried counted, not repeated (the report stays linear)."""
+    return {
+        "type": "StreamOnce",
+        "iteration": effect.iteration,
+        "function_history_entries": len(effect.function_history),
+        "accumulated_model_parts_count": len(effect.accumulated_model_parts),
+        "context_items": len(effect.context),
+        "tail_directives": list(effect.tail_directives),
+        "disabled": sorted(effect.disabled),
+        "suppress_text_output": effect.suppress_text_output,
+    }

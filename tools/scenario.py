@@ -29,6 +29,7 @@ from toolloop.states import (
     StreamStatus,
     Trigger,
     TurnSettings,
+    json_policy,
 )
 
 E = TypeVar("E", bound=enum.Enum)
@@ -75,6 +76,12 @@ class ScriptedStream:
     follow_up_before_tool: bool = False
     raises: str | None = None
     """Stream the text, then raise an error with this message (the JSON key `raise`)."""
+    follow_up: bool = False
+    """After the text, a follow-up message arrives while the call is still open."""
+    channel_fails: str | None = None
+    """The channel refuses the first text this stream sends, with this message."""
+    model_parts: tuple[JsonObject, ...] | None = None
+    """The provider-native parts it reports; None: one text part of its text, none when blank."""
 
 
 @attrs.frozen(kw_only=True)
@@ -137,12 +144,12 @@ def load_scenario(path: Path | str) -> Scenario:
 def parse_scenario(text: str, *, file: str = "<scenario>") -> Scenario:
     """Validate a scenario given as JSON text; `file` names it in errors."""
     try:
-        raw = json.loads(text, object_pairs_hook=_Object, parse_constant=_no_constant)
-    except json.JSONDecodeError as error:
-        where = f"line {error.lineno} column {error.colno}"
-        raise ScenarioError(file, where, "valid JSON", error.msg) from None
-    except ValueError as error:
-        raise ScenarioError(file, "", "valid JSON", str(error)) from None
+        raw = json_policy.loads(text, where=file, object_pairs_hook=_Object)
+    except json_policy.JsonInputError as error:
+        where = f"line {error.line} column {error.column}" if error.line else ""
+        if error.reason != error.problem:  # not JSON at all: the parser's reason
+            raise ScenarioError(file, where, "valid JSON", error.reason) from None
+        raise ScenarioError(file, "", "JSON within toolloop's bounds", error.problem) from None
     return _scenario(_Node(file, "", raw))
 
 
@@ -153,10 +160,6 @@ class _Object(dict[str, Any]):
         super().__init__(pairs)
         keys = [key for key, _ in pairs]
         self.duplicates = sorted({key for key in keys if keys.count(key) > 1})
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} (not a JSON number)")
 
 
 @attrs.frozen
@@ -494,7 +497,8 @@ def _streams(node: _Node) -> tuple[ScriptedStream, ...]:
 
 STREAM_KEYS = {
     "status", "text", "details", "error", "call", "thought_log", "stall", "kill",
-    "stop_before_tool", "follow_up_before_tool", "raise",
+    "stop_before_tool", "follow_up_before_tool", "raise", "follow_up", "channel_fails",
+    "model_parts",
 }  # fmt: skip
 ERROR_STATUSES = {StreamStatus.ERROR, StreamStatus.TIMEOUT}
 
@@ -519,7 +523,14 @@ def _stream(node: _Node) -> ScriptedStream:
         stop_before_tool=_read(fields, "stop_before_tool", _boolean, False),
         follow_up_before_tool=_read(fields, "follow_up_before_tool", _boolean, False),
         raises=_read(fields, "raise", _string, None),
+        follow_up=_read(fields, "follow_up", _boolean, False),
+        channel_fails=_read(fields, "channel_fails", _string, None),
+        model_parts=_read(fields, "model_parts", _objects, None),
     )
+
+
+def _objects(node: _Node) -> tuple[JsonObject, ...]:
+    return tuple(_object(item) for item in node.items())
 
 
 def _status(

@@ -1,11 +1,13 @@
 """The scripted ports of a scenario: a provider that plays its streams, tools that play results.
 
-Both act through the real machinery rather than around it: text goes through
+They act through the real machinery rather than around it: text goes through
 the interpreter's sink with progress, a stall really goes silent (so the
 interpreter's inactivity timeout fires, on the virtual clock), a hanging tool
-really hangs (so the tool timeout ends it), and a kill is the turn control's
-genuine kill. The tools are registered into the real `ToolRegistry`, so the
-gates, the schema and the exception handling are the ones a bot gets.
+really hangs (so the tool timeout ends it), a kill is the turn control's
+genuine kill and a follow-up its real follow-up request, and a channel
+failure is the channel raising. The tools are registered into the real
+`ToolRegistry`, so the gates, the schema and the exception handling are the
+ones a bot gets.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import anyio
+import attrs
 
-from toolloop.effects.memory import MemoryTurnControl
+from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolCall, ToolFunction, ToolRegistry
 from toolloop.states import (
@@ -31,6 +34,8 @@ from toolloop.tools.scenario import Scenario, ScriptedResult, ScriptedStream, Sc
 
 T = TypeVar("T")
 ERROR_STATUSES = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
+FOLLOW_UP_AFTER_S = 1.0
+"""When a scripted follow-up arrives after the stream's text: below any inactivity timeout."""
 
 
 class ScriptedProviderError(RuntimeError):
@@ -39,6 +44,37 @@ class ScriptedProviderError(RuntimeError):
 
 class ScriptedToolError(RuntimeError):
     """The exception a `{"raise": ...}` result makes the tool raise."""
+
+
+class ChannelRefusedError(RuntimeError):
+    """What the scripted channel raises for a stream's `channel_fails`."""
+
+
+@attrs.define
+class ScriptedChannel(RecordingChannel):
+    """A recording channel that refuses a stream's text when told, and groups texts by stream."""
+
+    streams: list[list[str]] = attrs.field(factory=list)
+    """The texts delivered during each provider call, in order."""
+    refusal: str | None = None
+    """Set by the provider for a stream with `channel_fails`: the next send raises it."""
+
+    def stream_started(self, refusal: str | None) -> None:
+        """A provider call begins; its first send raises `refusal` when there is one."""
+        self.streams.append([])
+        self.refusal = refusal
+
+    async def send_text(self, text: str, *, reply_to: str | None) -> None:
+        if self.refusal is not None:
+            refusal, self.refusal = self.refusal, None
+            raise ChannelRefusedError(refusal)
+        await super().send_text(text, reply_to=reply_to)
+        self.streams[-1].append(text)
+
+    @property
+    def delivered(self) -> list[str]:
+        """Every text the channel received, one entry per stream that delivered any."""
+        return ["".join(texts) for texts in self.streams if texts]
 
 
 def repeating_last(items: Sequence[T]) -> Callable[[], T]:
@@ -62,12 +98,14 @@ class ScriptedProvider:
         streams: Sequence[ScriptedStream],
         *,
         control: MemoryTurnControl,
+        channel: ScriptedChannel,
         descriptor: ProviderDescriptor,
     ) -> None:
         if not streams:
             raise ValueError("a scripted provider needs at least one stream")
         self._next = repeating_last(streams)
         self._control = control
+        self._channel = channel
         self._descriptor = descriptor
 
     @property
@@ -76,15 +114,21 @@ class ScriptedProvider:
         return self._descriptor
 
     async def stream(self, request: StreamRequest, sink: StreamSink) -> StreamResult:
-        """Deliver the script's text, then end, stall, get killed or raise as it says."""
+        """Deliver the script's text, then end, stall, get killed or interrupted, or raise."""
         script = self._next()
+        self._channel.stream_started(script.channel_fails)
         if script.text:
             sink.progress()
             await sink.deliver(script.text)
+            if script.channel_fails is not None:
+                await anyio.lowlevel.checkpoint()  # a refused send ended this call: it ends here
         if script.raises is not None:
             raise ScriptedProviderError(script.raises)
         if script.kill:
             self._control.kill()
+        if script.follow_up:
+            self._control.request_follow_up()
+            await anyio.sleep(FOLLOW_UP_AFTER_S)  # the call stays open; the loop may end it
         if script.stall:
             await anyio.sleep_forever()
         self._request_pending(script)
@@ -115,7 +159,15 @@ def _result(script: ScriptedStream) -> StreamResult:
         details_content=script.details,
         data=data,
         thought_log=script.thought_log,
+        model_parts=_model_parts(script),
     )
+
+
+def _model_parts(script: ScriptedStream) -> tuple[JsonObject, ...]:
+    """The parts the script gives, else its text as one text part (none when blank)."""
+    if script.model_parts is not None:
+        return script.model_parts
+    return ({"type": "text", "text": script.text},) if script.text.strip() else ()
 
 
 def scripted_registry(tools: Sequence[ScriptedTool], control: MemoryTurnControl) -> ToolRegistry:
@@ -160,11 +212,11 @@ def scripted_tool(results: Sequence[ScriptedResult], control: MemoryTurnControl)
 
 
 def scripted_ports(
-    scenario: Scenario, control: MemoryTurnControl
+    scenario: Scenario, control: MemoryTurnControl, channel: ScriptedChannel
 ) -> tuple[ScriptedProvider, ToolRegistry]:
-    """The provider and the registry a scenario scripts, acting on `control`."""
+    """The provider and the registry a scenario scripts, acting on `control` and `channel`."""
     provider = ScriptedProvider(
-        scenario.streams, control=control, descriptor=scenario.turn.provider
+        scenario.streams, control=control, channel=channel, descriptor=scenario.turn.provider
     )
     return provider, scripted_registry(scenario.tools, control)
 

@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.memory import MemoryTurnControl
 from toolloop.effects.ports import Notice
 from toolloop.engine.config import load_config
 from toolloop.engine.events import Event
@@ -24,7 +24,7 @@ from toolloop.engine.trace import Trace, TraceStep
 from toolloop.states import IterationState
 from toolloop.tools.report import report
 from toolloop.tools.scenario import Scenario
-from toolloop.tools.scripted import scripted_ports
+from toolloop.tools.scripted import ScriptedChannel, scripted_ports
 
 
 def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnControl]:
@@ -32,11 +32,11 @@ def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnContr
     loaded = load_config(scenario.env)
     steps: list[TraceStep] = []
     control = MemoryTurnControl()
-    channel = RecordingChannel()
+    channel = ScriptedChannel()
     outcome: dict[str, BaseException | None] = {"raised": None}
 
     async def main() -> None:
-        provider, registry = scripted_ports(scenario, control)
+        provider, registry = scripted_ports(scenario, control, channel)
         try:
             await run_tool_loop(
                 turn=scenario.turn,
@@ -54,7 +54,11 @@ def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnContr
     trace = Trace(config=loaded.config, turn=scenario.turn, steps=tuple(steps))
     notices = [_notice_json(notice) for notice in channel.every_notice]
     document = report(
-        trace, notices=notices, config_warnings=loaded.warnings, raised=outcome["raised"]
+        trace,
+        notices=notices,
+        delivered=channel.delivered,
+        config_warnings=loaded.warnings,
+        raised=outcome["raised"],
     )
     return document, trace, control
 

@@ -62,6 +62,7 @@ from toolloop.states import (
     ToolHistoryEntry,
     ToolSpec,
 )
+from toolloop.states.json_policy import MAX_JSON_DEPTH, JsonInputError, check_json, loads
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +77,23 @@ TOOL_ONLY_BODY_KEYS = ("tool_choice", "parallel_tool_calls")
 DRAIN_SECONDS = 1.0
 #: An SSE line longer than this is refused rather than buffered without end.
 MAX_LINE_CHARS = 16 * 1024 * 1024
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 #: The C scanner behind `json.loads`, called directly: `loads` adds three Python
-#: frames and an encoding check per chunk, a third of the per-chunk cost.
-_DECODER: Any = json.JSONDecoder()  # Any: typeshed does not declare its `scan_once`.
+#: frames and an encoding check per chunk, a third of the per-chunk cost. It refuses
+#: NaN and Infinity, as the JSON policy (states/json_policy.py) does.
+_DECODER: Any = json.JSONDecoder(parse_constant=_refuse_constant)  # Any: no `scan_once` in typeshed
 _scan_json: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once
 #: How much of an offending payload or error body a message quotes.
 EXCERPT_CHARS = 300
+#: What stands in an error message where the API key was.
+KEY_MASK = "***"
+#: A message cut inside an echoed key ends in a prefix of it: one this long or longer is masked.
+MIN_KEY_PREFIX = 4
 #: HTTP statuses after which another attempt (or provider) may well succeed.
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})
 #: Failures before any response byte that a dead pooled connection causes: sent once more.
@@ -174,20 +186,20 @@ class OpenAICompatProvider:
     async def stream(self, request: StreamRequest, sink: StreamSink) -> StreamResult:
         """Run one streamed chat completion and report how it ended."""
         body = build_body(request, self.model, self._extra_body)
-        state = _Stream(self._parser(request))
+        state = _Stream(self._parser(request), self._quoter)
         try:
             async with self._response(body) as response:
                 refusal = await self._refusal(response)
                 if refusal is not None:
-                    return state.failed(self._redacted(refusal))
-                await _consume(response, state, sink)
+                    return state.failed(refusal)
+                await _consume(response.aiter_bytes(), state, sink)
                 if state.cut_off:
                     _drop_connection(response)
             await state.flush(sink)
         except (httpx.TransportError, httpx.DecodingError) as exc:
-            return state.failed(self._redacted(_transport_error(exc, self._url)))
+            return state.failed(_transport_error(exc, self._url))
         except _StreamBroken as exc:
-            return state.failed(self._redacted(exc.error))
+            return state.failed(exc.error)
         except UnicodeDecodeError as exc:
             message = f"the body is not UTF-8 after chunk {state.chunks} ({exc.reason})"
             return state.failed(StreamError(type="malformed_chunk", message=message))
@@ -222,12 +234,19 @@ class OpenAICompatProvider:
         return VerbatimToolCallParser(tools=tools, max_buffer_chars=self._max_buffer_chars)
 
     async def _refusal(self, response: httpx.Response) -> StreamError | None:
-        """The error for a response that is not a stream: an HTTP error or a plain JSON body."""
+        """The error for a response that is not a stream: an HTTP error, a redirect, plain JSON."""
         status = response.status_code
         content_type = response.headers.get("content-type", "")
+        if 300 <= status < 400:
+            location = self._quoter.quote(response.headers.get("location", "nowhere (no Location)"))
+            message = (
+                f"HTTP {status} from {self._url}: redirected to {location} "
+                "(redirects are not followed: set base_url to where the endpoint is)"
+            )
+            return StreamError(type="http_status", message=message, retryable=False)
         if status < 400 and not content_type.startswith("application/json"):
             return None
-        detail = _error_detail(await _read_excerpt(response))
+        detail = self._quoter.error_detail(await _read_excerpt(response))
         if status >= 400:
             retryable = status in RETRYABLE_STATUSES or (
                 status >= 500 and not VALIDATION_ERROR.match(detail)
@@ -237,22 +256,38 @@ class OpenAICompatProvider:
         message = f"{self._url} answered with a JSON body instead of an event stream: {detail}"
         return StreamError(type="not_a_stream", message=message, retryable=False)
 
-    def _redacted(self, error: StreamError) -> StreamError:
-        """The error with the API key masked, in case a server echoed it."""
-        if self._api_key and self._api_key in error.message:
-            return attrs.evolve(error, message=error.message.replace(self._api_key, "***"))
-        return error
+    @property
+    def _quoter(self) -> _Quoter:
+        return _Quoter(key=self._api_key)
 
 
 def _resolve_key(api_key: str | None, api_key_env: str | None) -> str | None:
-    """The API key from its value or its environment variable (never both)."""
+    """The API key from its value or its environment variable (never both), fit for a header."""
     if api_key is not None and api_key_env is not None:
         raise ValueError("give api_key or api_key_env, not both")
     if api_key_env is None:
-        return api_key
+        return None if api_key is None else _header_value(api_key, "the API key")
     value = os.environ.get(api_key_env, "").strip()
     if not value:
         raise ValueError(f"environment variable {api_key_env} (the API key) is not set")
+    return _header_value(value, f"the API key in environment variable {api_key_env}")
+
+
+def _header_value(value: str, what: str) -> str:
+    """`value` without surrounding whitespace, refused when an HTTP header cannot carry the rest.
+
+    Whitespace around a key is never part of it (a key read from a file ends in a
+    newline). Anything else outside printable ASCII would fail later, in httpx or
+    h11, with an error that quotes the whole header, key and all; the refusal
+    here names the position and never the value.
+    """
+    value = value.strip()
+    for position, char in enumerate(value):
+        if not " " <= char <= "~":
+            raise ValueError(
+                f"{what} has a character an HTTP header cannot carry at position {position} "
+                f"(U+{ord(char):04X}; only printable ASCII is allowed); the value is not shown"
+            )
     return value
 
 
@@ -261,7 +296,8 @@ def _headers(api_key: str | None, extra: Mapping[str, str]) -> dict[str, str]:
     headers = {"Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    return {**headers, **extra}
+    checked = {name: _header_value(value, f"header {name!r}") for name, value in extra.items()}
+    return {**headers, **checked}
 
 
 def _checked_extra_body(extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -350,15 +386,31 @@ def call_id_of(call: FunctionCall, number: int) -> str:
 
 
 def prefill_messages(parts: tuple[JsonObject, ...]) -> Iterator[JsonObject]:
-    """The text of the accumulated model parts as one assistant prefill, when there is any."""
+    """The accumulated model parts as the model's own last turn (SPEC 3), when not blank.
+
+    They are what the model said earlier in this attempt that no history entry
+    owns (the text of a stream that ended in a context restart): ending the
+    messages with it as an `assistant` turn tells the model it already said
+    it, and a server that continues a trailing assistant turn (llama.cpp) picks
+    up right after it.
+    """
     text = _parts_text(parts)
-    if text:
+    if text.strip():
         yield {"role": "assistant", "content": text}
 
 
+def model_parts(text: str) -> tuple[JsonObject, ...]:
+    """A stream's visible text as its model parts: one text part, none when blank (SPEC 3)."""
+    return ({"type": "text", "text": text},) if text.strip() else ()
+
+
 def _parts_text(parts: tuple[JsonObject, ...]) -> str:
-    """The concatenated text of `{"type": "text", "text": ...}` parts; other parts are skipped."""
-    return "".join(str(part.get("text", "")) for part in parts if part.get("type") == "text")
+    """The joined text of the `{"type": "text", "text": ...}` parts; other parts are skipped."""
+    return "".join(
+        part["text"]
+        for part in parts
+        if part.get("type") == "text" and isinstance(part.get("text"), str)
+    )
 
 
 def tool_schema(tool: ToolSpec) -> JsonObject:
@@ -394,10 +446,15 @@ def _drop_connection(response: httpx.Response) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
-async def _consume(response: httpx.Response, state: _Stream, sink: StreamSink) -> None:
-    """Decode the SSE body and fold every event into `state`, until the model is done."""
+async def _consume(blocks: AsyncIterator[bytes], state: _Stream, sink: StreamSink) -> None:
+    """Decode the SSE body and fold every event into `state`, until the model is done.
+
+    The model is done at `[DONE]`, at a verbatim call, or at the event that
+    carries the choice's finish reason: that event ends the choice's data, so
+    what may follow (a usage chunk, `[DONE]`, the body's end) is only drained,
+    and a server that holds the body open after it cannot keep the reply waiting.
+    """
     lines = _Lines(state)
-    blocks = response.aiter_bytes()
     async for block in blocks:
         if await state.take(lines.split(block), sink):
             if state.verbatim_call is None:
@@ -407,11 +464,11 @@ async def _consume(response: httpx.Response, state: _Stream, sink: StreamSink) -
 
 
 async def _drain(blocks: AsyncIterator[bytes]) -> None:
-    """Read the body's end after `[DONE]`, so its kept-alive connection goes back to the pool.
+    """Read the body's end after the model is done, so its connection goes back to the pool.
 
     Closing a body before its last chunk closes the connection, and every model
     call would pay a new connection (a TLS handshake, for a remote provider).
-    Anything after `[DONE]` is ignored; a server that holds the body open past
+    Anything after the end is ignored; a server that holds the body open past
     DRAIN_SECONDS loses its connection instead.
     """
     with anyio.move_on_after(DRAIN_SECONDS):
@@ -420,27 +477,56 @@ async def _drain(blocks: AsyncIterator[bytes]) -> None:
 
 
 class _Lines:
-    """Splits the body into text lines, UTF-8 decoded across block boundaries."""
+    """Splits the body into text lines, UTF-8 decoded across block boundaries.
 
-    __slots__ = ("_decode", "_rest", "_state")
+    A line ends at CRLF, LF or CR, as SSE allows. The start of a line that
+    spans blocks is held as a list of pieces and joined once when its end
+    arrives, so reading a line is linear in its length however it is split.
+    """
+
+    __slots__ = ("_after_cr", "_decode", "_held", "_held_chars", "_state")
 
     def __init__(self, state: _Stream) -> None:
         self._decode = codecs.getincrementaldecoder("utf-8")().decode
-        self._rest = ""  # Invariant: the text after the last newline seen.
+        self._held: list[str] = []  # Invariant: the text after the last line end seen.
+        self._held_chars = 0
+        self._after_cr = False  # The last text ended in CR: an LF next is part of that line end.
         self._state = state
 
     def split(self, block: bytes) -> list[str]:
         """The complete lines that `block` finishes."""
-        lines = (self._rest + self._decode(block)).split("\n")
-        self._rest = lines.pop()
-        if len(self._rest) > MAX_LINE_CHARS:
+        text = self._decode(block)
+        if self._after_cr and text:
+            self._after_cr = False
+            if text[0] == "\n":
+                text = text[1:]
+        if not text:
+            return []
+        self._after_cr = text[-1] == "\r"
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if "\n" not in text:
+            self._hold(text)
+            return []
+        lines = text.split("\n")
+        if self._held:
+            lines[0] = "".join((*self._held, lines[0]))
+            self._held, self._held_chars = [], 0
+        rest = lines.pop()
+        if rest:
+            self._hold(rest)
+        return lines
+
+    def _hold(self, text: str) -> None:
+        self._held.append(text)
+        self._held_chars += len(text)
+        if self._held_chars > MAX_LINE_CHARS:
             too_long = f"an SSE line exceeds {MAX_LINE_CHARS} characters"
             raise _StreamBroken(self._state.malformed(too_long))
-        return lines
 
     def end(self) -> list[str]:
         """The last line, then a blank one: an event without its blank line still counts."""
-        return [self._rest + self._decode(b"", final=True), ""]
+        return ["".join((*self._held, self._decode(b"", final=True))), ""]
 
 
 @attrs.define(kw_only=True)
@@ -474,34 +560,50 @@ class _CallParts:
         if arguments:
             self.arguments.append(where.string(arguments, "function.arguments"))
 
-    def call(self, message_extras: JsonObject, cut_short: bool) -> FunctionCall | StreamError:
-        """The finished call; `cut_short` when the stream ended on `length`."""
+    def call(
+        self, message_extras: JsonObject, cut_short: bool, quote: _Quoter
+    ) -> FunctionCall | StreamError:
+        """The finished call; `cut_short` when the stream ended on `length`.
+
+        Its arguments and passthrough fields are checked against the JSON policy
+        (states/json_policy.py): they go to a tool and back to the model.
+        """
         passthrough: JsonObject = {"id": self.id} if self.id else {}
         if self.extras:
             passthrough["tool_call"] = self.extras
         if message_extras:
             passthrough["message"] = message_extras
         text = "".join(self.arguments)
-        if not text.strip():
-            return FunctionCall(
-                name=self.name,
-                args={} if cut_short else None,
-                passthrough=passthrough,
-                arguments_truncated=cut_short,
+        where = f"tool call {self.name!r} arguments"
+        args: Any = {} if cut_short else None
+        truncated = cut_short and not text.strip()
+        try:
+            if text.strip():
+                args = _DECODER.decode(text)
+        except json.JSONDecodeError:  # Cut short: the pairs that arrived whole.
+            args, truncated = complete_pairs(text), True
+        except RecursionError:
+            return _malformed_call(f"{where}: nests deeper than {MAX_JSON_DEPTH} levels")
+        except ValueError as error:  # NaN or Infinity
+            return _malformed_call(f"{where}: {error}")
+        if args is not None and not isinstance(args, dict):
+            kind = type(args).__name__
+            return _malformed_call(
+                f"tool call {self.name!r}: the arguments must be a JSON object, got {kind} "
+                f"{quote.quote(text, 80)}"
             )
         try:
-            args = json.loads(text)
-        except ValueError:
-            return FunctionCall(
-                name=self.name,
-                args=complete_pairs(text),
-                passthrough=passthrough,
-                arguments_truncated=True,
-            )
-        if not isinstance(args, dict):
-            message = f"tool call {self.name!r}: arguments must be a JSON object, got {text[:80]!r}"
-            return StreamError(type="malformed_tool_call", message=message, retryable=True)
-        return FunctionCall(name=self.name, args=args, passthrough=passthrough)
+            check_json(args, where=where)
+            check_json(passthrough, where=f"tool call {self.name!r} fields")
+        except JsonInputError as error:
+            return _malformed_call(str(error))
+        return FunctionCall(
+            name=self.name, args=args, passthrough=passthrough, arguments_truncated=truncated
+        )
+
+
+def _malformed_call(message: str) -> StreamError:
+    return StreamError(type="malformed_tool_call", message=message, retryable=True)
 
 
 def _fold_extras(into: JsonObject, source: JsonObject, known: frozenset[str]) -> None:
@@ -524,6 +626,7 @@ class _Where:
 
     chunk: int
     prefix: str
+    quote: _Quoter
 
     def string(self, value: Any, field: str) -> str:
         if type(value) is not str:
@@ -538,7 +641,7 @@ class _Where:
     def broken(self, field: str, expected: str, value: Any) -> _StreamBroken:
         message = (
             f"malformed chunk {self.chunk}: `{self.prefix}{field}` must be {expected}, "
-            f"got {type(value).__name__} {_excerpt(repr(value))}"
+            f"got {type(value).__name__} {self.quote.quote(repr(value))}"
         )
         return _StreamBroken(StreamError(type="malformed_chunk", message=message, retryable=True))
 
@@ -554,13 +657,15 @@ class _Stream:
         "extras",
         "finish_reason",
         "parser",
+        "quote",
         "reasoning",
         "text",
         "verbatim_call",
     )
 
-    def __init__(self, parser: VerbatimToolCallParser | None) -> None:
+    def __init__(self, parser: VerbatimToolCallParser | None, quote: _Quoter) -> None:
         self.parser = parser
+        self.quote = quote
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, _CallParts] = {}
@@ -574,6 +679,7 @@ class _Stream:
     async def take(self, lines: list[str], sink: StreamSink) -> bool:
         """Fold the events these lines complete and deliver their text; True once done.
 
+        Done is `[DONE]`, a verbatim call, or the event with the finish reason.
         The hot loop: every chunk passes here, so names are bound to locals.
         """
         data, fold, progress = self.data, self.fold, sink.progress
@@ -581,15 +687,19 @@ class _Stream:
             if line.startswith("data:"):
                 # SSE joins the data lines of one event with newlines.
                 data = line[5:] if data is None else f"{data}\n{line[5:]}"
-            elif data is not None and (not line or line == "\r"):
-                # A blank line ends the event.
+            elif data is not None and not line:
+                # A blank line ends the event; one without data (`data:`) is skipped.
                 payload, data = data.strip(), None
+                if not payload:
+                    continue
                 if payload == "[DONE]":
                     self.done = True
                     return True
                 progress()
                 text = fold(payload)
                 if text and await self.show(text, sink):
+                    return True
+                if self.finish_reason is not None:
                     return True
             # Comments (`: keep-alive`), `event:`, `id:` and `retry:` lines are ignored.
         self.data = data
@@ -600,40 +710,54 @@ class _Stream:
         self.chunks += 1
         try:
             chunk, end = _scan_json(payload, 0)
-        except (StopIteration, ValueError):
-            chunk, end = None, -1
-        if end != len(payload):
-            raise _StreamBroken(self.malformed(f"data is not JSON: {_excerpt(repr(payload))}"))
+        except (StopIteration, ValueError, RecursionError):
+            end = -1
+        # Nesting deeper than the policy allows needs as many brackets: counting them is
+        # far cheaper than walking every chunk.
+        if end != len(payload) or payload.count("{") + payload.count("[") > MAX_JSON_DEPTH:
+            chunk = self._decoded(payload)
         if type(chunk) is not dict:
-            raise _Where(self.chunks, "").broken("chunk", "an object", chunk)
+            raise self.where("").broken("chunk", "an object", chunk)
         if "error" in chunk:
             raise _StreamBroken(self._provider_error(chunk["error"]))
         choices = chunk.get("choices")
         if type(choices) is not list:
-            raise _Where(self.chunks, "").broken("choices", "a list", choices)
+            raise self.where("").broken("choices", "a list", choices)
         if not choices:
             return None  # A usage chunk.
         choice = choices[0]
         if type(choice) is not dict:
-            raise _Where(self.chunks, "").broken("choices[0]", "an object", choice)
+            raise self.where("").broken("choices[0]", "an object", choice)
         finish = choice.get("finish_reason")
         if finish is not None:
-            self.finish_reason = _Where(self.chunks, "choices[0].").string(finish, "finish_reason")
+            self.finish_reason = self.where("choices[0].").string(finish, "finish_reason")
         delta = choice.get("delta")
         if delta is None:
             return None
         if type(delta) is not dict:
-            raise _Where(self.chunks, "choices[0].").broken("delta", "an object", delta)
+            raise self.where("choices[0].").broken("delta", "an object", delta)
         content = delta.get("content")
         if len(delta) > 1 or content is None:
             self._fold_rest(delta)
         if content is None or type(content) is str:
             return content
-        raise _Where(self.chunks, "choices[0].delta.").broken("content", "a string", content)
+        raise self.where("choices[0].delta.").broken("content", "a string", content)
+
+    def _decoded(self, payload: str) -> Any:
+        """A payload the fast path refused or could not vouch for, decoded under the JSON policy."""
+        try:
+            return loads(payload, where="the data")
+        except JsonInputError as error:
+            quoted = self.quote.quote(repr(payload))
+            raise _StreamBroken(self.malformed(f"the data {error.problem}: {quoted}")) from None
+
+    def where(self, prefix: str) -> _Where:
+        """Type checks for the fields under `prefix` of the current chunk."""
+        return _Where(self.chunks, prefix, self.quote)
 
     def _fold_rest(self, delta: JsonObject) -> None:
         """The rarer parts of a delta: tool-call fragments, reasoning, opaque fields."""
-        where = _Where(self.chunks, "choices[0].delta.")
+        where = self.where("choices[0].delta.")
         fragments = delta.get("tool_calls")
         if fragments is not None:
             if type(fragments) is not list:
@@ -646,8 +770,8 @@ class _Stream:
         _fold_extras(self.extras, delta, KNOWN_DELTA_KEYS)
 
     def _fold_fragment(self, fragment: Any, position: int) -> None:
-        _Where(self.chunks, "choices[0].delta.").object(fragment, f"tool_calls[{position}]")
-        where = _Where(self.chunks, f"choices[0].delta.tool_calls[{position}].")
+        self.where("choices[0].delta.").object(fragment, f"tool_calls[{position}]")
+        where = self.where(f"choices[0].delta.tool_calls[{position}].")
         index = fragment.get("index", position)
         if type(index) is not int:
             raise where.broken("index", "an integer", index)
@@ -716,21 +840,29 @@ class _Stream:
         first = min(self.calls)
         if len(self.calls) > 1:
             log.warning("dropped %d parallel tool calls after the first", len(self.calls) - 1)
-        call = self.calls[first].call(self.extras, cut_short)
+        call = self.calls[first].call(self.extras, cut_short, self.quote)
         if isinstance(call, StreamError):
             return self.failed(call)
         return self._ended(StreamStatus.FUNCTION_CALL, call)
 
     def _ended(self, status: StreamStatus, call: FunctionCall | None) -> StreamResult:
-        thought = {"text": "".join(self.reasoning)} if self.reasoning else None
+        text = "".join(self.text)
         return StreamResult(
-            status=status, accumulated_text="".join(self.text), data=call, thought_log=thought
+            status=status,
+            accumulated_text=text,
+            data=call,
+            thought_log={"text": "".join(self.reasoning)} if self.reasoning else None,
+            model_parts=model_parts(text),
         )
 
     def failed(self, error: StreamError) -> StreamResult:
-        """An `error` result that keeps the text already delivered."""
+        """An `error` result that keeps the text already delivered; the API key is masked."""
+        text = "".join(self.text)
         return StreamResult(
-            status=StreamStatus.ERROR, accumulated_text="".join(self.text), data=error
+            status=StreamStatus.ERROR,
+            accumulated_text=text,
+            data=attrs.evolve(error, message=self.quote.mask(error.message)),
+            model_parts=model_parts(text),
         )
 
     def cut_short(self) -> StreamError:
@@ -746,7 +878,8 @@ class _Stream:
         detail = error.get("message", error) if isinstance(error, dict) else error
         code = error.get("code") if isinstance(error, dict) else None
         retryable = not (isinstance(code, int) and 400 <= code < 500 and code != 429)
-        message = f"chunk {self.chunks}: the provider reported an error: {_excerpt(str(detail))}"
+        quoted = self.quote.quote(str(detail))
+        message = f"chunk {self.chunks}: the provider reported an error: {quoted}"
         return StreamError(type="provider_error", message=message, retryable=retryable)
 
 
@@ -790,20 +923,42 @@ async def _read_excerpt(response: httpx.Response) -> str:
     return collected.decode("utf-8", "replace")
 
 
-def _error_detail(body: str) -> str:
-    """The `error.message` of an OpenAI-style error body, else an excerpt of the body."""
-    try:
-        error = json.loads(body).get("error")
-    except (ValueError, AttributeError):
-        return _excerpt(body) or "(empty body)"
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return _excerpt(error["message"])
-    return _excerpt(body)
+@attrs.frozen
+class _Quoter:
+    """Quotes server text in error messages with the API key masked, even where a cut fell.
 
+    The whole key is masked before the text is cut to its excerpt, and a
+    prefix of the key left at the end of a message (a cut fell inside an
+    echoed key) is masked too, when MIN_KEY_PREFIX characters or longer.
+    """
 
-def _excerpt(text: str) -> str:
-    """`text` cut to EXCERPT_CHARS characters."""
-    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
+    key: str | None
+
+    def mask(self, text: str) -> str:
+        """`text` with every occurrence of the key, and a prefix of it at the end, masked."""
+        key = self.key
+        if not key:
+            return text
+        text = text.replace(key, KEY_MASK)
+        for size in range(min(len(key) - 1, len(text)), MIN_KEY_PREFIX - 1, -1):
+            if text.endswith(key[:size]):
+                return text[:-size] + KEY_MASK
+        return text
+
+    def quote(self, text: str, limit: int = EXCERPT_CHARS) -> str:
+        """`text` masked, then cut to `limit` characters (and masked again at the cut)."""
+        text = self.mask(text)
+        return text if len(text) <= limit else self.mask(text[:limit]) + "..."
+
+    def error_detail(self, body: str) -> str:
+        """The `error.message` of an OpenAI-style error body, else an excerpt of the body."""
+        try:
+            error = loads(body, where="the error body").get("error")
+        except (JsonInputError, AttributeError):
+            return self.quote(body) or "(empty body)"
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return self.quote(error["message"])
+        return self.quote(body)
 
 
 # -- truncated arguments ---------------------------------------------------------------------
@@ -832,7 +987,7 @@ def complete_pairs(prefix: str) -> JsonObject:
             if not isinstance(key, str) or not prefix.startswith(":", pos):
                 return found
             value, end = _DECODER.raw_decode(prefix, _skip(prefix, pos + 1))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep for the policy
             return found
         pos = _skip(prefix, end)
         if pos < len(prefix) and prefix[pos] not in ",}":

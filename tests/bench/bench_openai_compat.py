@@ -8,6 +8,10 @@ with `aiter_bytes`. Reported per backend: µs per chunk for each, their
 difference (what decoding and delta handling cost) and their ratio, each the
 best of several rounds; and, as the machine's floor, `json.loads` alone on
 the same chunks. Target: the whole path at most 10 µs per chunk.
+
+Then one event whose `data:` line is LONG_LINES_MB megabytes (a reply sent as a
+single chunk): ms per MB for each size, which stays flat when reading a line
+is linear in its length.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from toolloop.states import StreamStatus
 
 CHUNKS = 100_000
 ROUNDS = 3
+LONG_LINES_MB = (2, 8, 14)
 
 
 class NullSink:
@@ -84,6 +89,25 @@ def json_floor(payload: bytes) -> float:
     return best / CHUNKS * 1e6
 
 
+def long_line_body(megabytes: int) -> bytes:
+    """One content chunk whose `data:` line is `megabytes` MB long, a finish chunk and `[DONE]`."""
+    line = json.dumps(chunk({"content": "x" * (megabytes * 1024 * 1024)})).encode()
+    stop = json.dumps(chunk({}, "stop")).encode()
+    return b"data: " + line + b"\n\ndata: " + stop + b"\n\n" + DONE
+
+
+async def long_line(server: OpenAIServer, payload: bytes) -> float:
+    """The fastest of ROUNDS streams of `payload` through the adapter, in seconds."""
+    best = float("inf")
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None)) as client:
+        for _ in range(ROUNDS):
+            server.script(raw_reply(payload))
+            start = time.perf_counter()
+            await through_adapter(server, client)
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
 def main() -> None:
     payload = body()
     print(f"openai_compat_json_loads_floor: {json_floor(payload):.2f} us/chunk")
@@ -95,6 +119,10 @@ def main() -> None:
             print(f"openai_compat_{backend}_bare_httpx: {bare:.2f} us/chunk")
             print(f"openai_compat_{backend}_decoding: {adapter - bare:.2f} us/chunk")
             print(f"openai_compat_{backend}_ratio: {adapter / bare:.1f} x")
+        for megabytes in LONG_LINES_MB:
+            payload = long_line_body(megabytes)
+            seconds = anyio.run(long_line, server, payload, backend="trio")
+            print(f"openai_compat_long_line_{megabytes}mb: {seconds * 1e3 / megabytes:.1f} ms/MB")
 
 
 if __name__ == "__main__":

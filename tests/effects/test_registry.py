@@ -171,8 +171,7 @@ class TestSchema:
         registry, runs = search_registry()
         result = await execute(registry, "web_search", {"query": "x", "limit": "ten"})
         assert result.error == (
-            "invalid arguments for tool \"web_search\": $.limit: 'ten' is not of type 'integer' "
-            "(rule: type)"
+            'invalid arguments for tool "web_search": $.limit: must be of type integer (rule: type)'
         )
         assert runs == []
 
@@ -208,8 +207,8 @@ class TestSchema:
         result = await execute(registry, "web_search", {"query": "", "limit": 1.5})
         assert result.error == (
             'invalid arguments for tool "web_search": '
-            "$.limit: 1.5 is not of type 'integer' (rule: type); "
-            "$.query: '' should be non-empty (rule: minLength)"
+            "$.limit: must be of type integer (rule: type); "
+            "$.query: must be at least 1 character long (rule: minLength)"
         )
 
     async def test_nested_argument_path(self) -> None:

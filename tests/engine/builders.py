@@ -26,15 +26,22 @@ def call(
     truncated: bool = False,
     details: str = "",
     thought_log: dict[str, Any] | None = None,
+    parts: tuple[dict[str, Any], ...] = (),
 ) -> StreamResult:
-    """A `function_call` stream result."""
+    """A `function_call` stream result; `parts` are its model parts."""
     return StreamResult(
         status=StreamStatus.FUNCTION_CALL,
         accumulated_text=text,
         details_content=details,
         thought_log=thought_log,
         data=FunctionCall(name=name, args=args, arguments_truncated=truncated),
+        model_parts=parts,
     )
+
+
+def said(text: str) -> tuple[dict[str, Any], ...]:
+    """The model parts of a stream that said `text`, as a text-only provider reports them."""
+    return ({"type": "text", "text": text},)
 
 
 def done(

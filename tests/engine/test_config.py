@@ -95,7 +95,7 @@ SPEC_TABLE = [
 
 def test_variables_are_the_spec_table_in_order() -> None:
     """The variables, their fields and minimums are SPEC's, in SPEC's order."""
-    assert [(v, f, m) for v, (f, m) in VARIABLES.items()] == SPEC_TABLE
+    assert [(v, var.field, var.minimum) for v, var in VARIABLES.items()] == SPEC_TABLE
 
 
 @pytest.mark.parametrize(("variable", "field", "minimum"), SPEC_TABLE)

@@ -299,6 +299,32 @@ class TestNovelAI:
         run = drive([call(text="Sure."), done()], [fail()])
         assert run.of_type(SetTextSuppression) == []
 
+    def test_giving_up_after_suppressed_retries_keeps_the_delivered_text(self) -> None:
+        """Retries with other, suppressed texts never become the turn's text (SPEC 4, amended)."""
+        streams = [call(text="Sure."), call(text="Retrying."), call(text="Once more.")]
+        run = drive(streams, [fail()], turn=turn(provider=NOVELAI))
+        assert run.result.status is TurnStatus.COMPLETED
+        assert run.final.final_text == "Sure."
+        assert run.result.persona_responses[0].text == "Sure."
+
+    def test_a_suppressed_reply_that_completes_is_not_the_turns_text(self) -> None:
+        """A completed stream streamed under suppression leaves the delivered text as the result."""
+        run = drive(
+            [call(text="Sure."), done("Unseen answer.")], [fail()], turn=turn(provider=NOVELAI)
+        )
+        assert run.result.status is TurnStatus.COMPLETED
+        assert run.result.persona_responses[0].text == "Sure."
+
+    def test_the_exit_policy_after_a_suppressed_stream_finishes_with_delivered_text(self) -> None:
+        """Ending "with this stream's text" on a suppressed stream takes the text already shown."""
+        run = drive(
+            [call(text="Sure."), call("roll_dice", text="Unseen.")],
+            [fail(), ok()],
+            turn=turn(provider=NOVELAI),
+        )
+        assert run.moves[-1] == "exit_policy_ended"
+        assert run.result.persona_responses[0].text == "Sure."
+
     def test_suppressed_text_still_counts_as_pre_tool_text(self) -> None:
         """Text streamed under suppression still drives the failure count."""
         run = drive([call(text="Sure.")], [fail()], turn=turn(provider=NOVELAI))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.engine.builders import call, done, fail, ok
+from tests.engine.builders import call, done, fail, ok, said
 from tests.engine.drive import drive
 from toolloop.engine.effects import Level, Log, StreamOnce, TakeStashedContext
 from toolloop.engine.restart import METADATA_DIRECTIVE
@@ -163,7 +163,7 @@ class TestRestartCounters:
             [fail(), fail(), restart(), fail(), fail(), ok()],
             turn=turn(provider=NOVELAI),
         )
-        assert run.result.persona_responses[0].text == "ok"
+        assert run.moves[-1] == "completed"  # the model's reply, not the retries running out
 
     def test_after_a_restart_novelai_needs_every_failure_of_the_threshold(self) -> None:
         """Three NovelAI failures after a restart do exhaust the retries (the count starts at 0)."""
@@ -175,3 +175,53 @@ class TestRestartCounters:
             turn=turn(provider=NOVELAI),
         )
         assert len(run.of_type(StreamOnce)) == 4
+
+
+class TestModelParts:
+    def test_a_restarted_streams_parts_are_sent_with_the_next_call(self) -> None:
+        """After a restart the model is told what it already said (SPEC 4, amended)."""
+        watching = call(text="Let me watch it.", parts=said("Let me watch it."))
+        run = drive([watching, done()], [restart()])
+        assert [s.accumulated_model_parts for s in run.of_type(StreamOnce)] == [
+            (),
+            said("Let me watch it."),
+        ]
+
+    def test_parts_pile_up_across_restarts_in_order(self) -> None:
+        """Each restarted stream's parts follow the earlier ones."""
+        first, second = call(text="One.", parts=said("One.")), call(text="Two.", parts=said("Two."))
+        run = drive([first, second, done()], [restart(), restart()])
+        assert run.of_type(StreamOnce)[2].accumulated_model_parts == (*said("One."), *said("Two."))
+
+    def test_a_history_entry_after_restarts_owns_their_text_first(self) -> None:
+        """The entry's pre-tool text is the restarted streams' text, then its own (SPEC 6.15)."""
+        streams = [
+            call(text="Let me watch it.", parts=said("Let me watch it.")),
+            call(text="Now searching.", parts=said("Now searching.")),
+            done(),
+        ]
+        run = drive(streams, [restart(), ok()])
+        entry = run.final.function_history[0]
+        assert entry.pre_tool_call_text_parts == (
+            *said("Let me watch it."),
+            *said("Now searching."),
+        )
+        assert run.of_type(StreamOnce)[2].accumulated_model_parts == ()
+
+    def test_only_text_parts_move_into_the_entry(self) -> None:
+        """A non-text part of a restarted stream is not pre-tool text."""
+        thought = {"type": "reasoning", "text": "hmm"}
+        streams = [call(text="Hm.", parts=(thought, *said("Hm."))), call(), done()]
+        run = drive(streams, [restart(), ok()])
+        assert run.final.function_history[0].pre_tool_call_text_parts == said("Hm.")
+
+    def test_a_silent_chain_after_a_silent_restart_has_no_pre_tool_text(self) -> None:
+        """Without text anywhere the entry carries no pre-tool parts."""
+        run = drive([call(), call(), done()], [restart(), ok()])
+        assert run.final.function_history[0].pre_tool_call_text_parts is None
+
+    def test_a_refused_call_after_a_restart_owns_the_restarted_text(self) -> None:
+        """A truncated call's entry takes the restarted stream's text too."""
+        streams = [call(text="Watching.", parts=said("Watching.")), call(truncated=True), done()]
+        run = drive(streams, [restart()])
+        assert run.final.function_history[0].pre_tool_call_text_parts == said("Watching.")

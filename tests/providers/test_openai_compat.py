@@ -61,7 +61,9 @@ class TestText:
         result, sink = await run(server, text_reply("Hel", "lo, ", "world"))
         assert sink.delivered == ["Hel", "lo, ", "world"]
         assert result == StreamResult(
-            status=StreamStatus.COMPLETED, accumulated_text="Hello, world"
+            status=StreamStatus.COMPLETED,
+            accumulated_text="Hello, world",
+            model_parts=({"type": "text", "text": "Hello, world"},),
         )
 
     async def test_progress_is_reported_on_every_chunk(self, server: OpenAIServer) -> None:
@@ -77,7 +79,7 @@ class TestText:
     async def test_length_with_text_is_completed(self, server: OpenAIServer) -> None:
         """`finish_reason: length` after text keeps the text as a completed reply."""
         result, _ = await run(server, text_reply("cut sh", finish_reason="length"))
-        assert result == StreamResult(status=StreamStatus.COMPLETED, accumulated_text="cut sh")
+        assert (result.status, result.accumulated_text) == (StreamStatus.COMPLETED, "cut sh")
 
     async def test_unknown_finish_reason_with_text_is_completed(self, server: OpenAIServer) -> None:
         """A finish reason this adapter does not know (`eos`) ends the reply like `stop`."""
@@ -127,6 +129,7 @@ class TestToolCalls:
         assert result == StreamResult(
             status=StreamStatus.FUNCTION_CALL,
             accumulated_text="Looking.",
+            model_parts=({"type": "text", "text": "Looking."},),
             data=FunctionCall(
                 name="get_weather",
                 args={"city": "Paris", "days": 2},
@@ -355,7 +358,11 @@ class TestConnections:
 
 
 MALFORMED = [
-    (b"data: {not json\n\n", "malformed chunk 2: data is not JSON: '{not json'"),
+    (
+        b"data: {not json\n\n",
+        "malformed chunk 2: the data is not valid JSON: Expecting property name enclosed in "
+        "double quotes: line 1 column 2 (char 1): '{not json'",
+    ),
     (b"data: [1, 2]\n\n", "malformed chunk 2: `chunk` must be an object, got list [1, 2]"),
     (b'data: {"id": "x"}\n\n', "malformed chunk 2: `choices` must be a list, got NoneType None"),
     (
@@ -436,6 +443,7 @@ class TestVerbatim:
         assert result == StreamResult(
             status=StreamStatus.FUNCTION_CALL,
             accumulated_text="Let me check. ",
+            model_parts=({"type": "text", "text": "Let me check. "},),
             data=FunctionCall(name="get_weather", args={"city": "Paris"}),
         )
 

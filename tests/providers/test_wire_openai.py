@@ -157,7 +157,11 @@ class TestBody:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
     max_leaves=8,
 )
@@ -178,6 +182,11 @@ class TestCompletePairs:
     def test_a_number_followed_by_anything_is_whole(self) -> None:
         """A number that whitespace or a comma ended is kept."""
         assert complete_pairs('{"n": 12 ') == {"n": 12}
+
+    def test_recovery_stops_before_a_value_the_json_policy_refuses(self) -> None:
+        """NaN, or a value nested thousands deep, ends recovery: the pairs before it are kept."""
+        assert complete_pairs('{"a": 1, "b": NaN, "c": 2') == {"a": 1}
+        assert complete_pairs('{"a": 1, "b": ' + "[" * 5_000 + "]" * 5_000 + ', "c": 2') == {"a": 1}
 
     def test_a_non_object_yields_nothing(self) -> None:
         """A prefix that is not an object's recovers no keys."""

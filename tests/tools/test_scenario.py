@@ -132,6 +132,26 @@ class TestMalformed:
             'case.json: tools[0].requires_follow_up: expected true or false, got "yes"'
         )
 
+    def test_follow_up_of_wrong_type(self) -> None:
+        """`follow_up` is a flag like the others."""
+        error = error_of(with_stream(follow_up=1))
+        assert str(error) == "case.json: streams[1].follow_up: expected true or false, got 1"
+
+    def test_channel_fails_of_wrong_type(self) -> None:
+        """`channel_fails` is the refusal's message, a string."""
+        error = error_of(with_stream(channel_fails=True))
+        assert str(error) == "case.json: streams[1].channel_fails: expected a string, got true"
+
+    def test_model_parts_must_be_an_array(self) -> None:
+        """`model_parts` is an array of part objects."""
+        error = error_of(with_stream(model_parts={"type": "text"}))
+        assert str(error) == "case.json: streams[1].model_parts: expected an array, got an object"
+
+    def test_model_parts_items_must_be_objects(self) -> None:
+        """Each part is an object; the path names the bad one."""
+        error = error_of(with_stream(model_parts=[{"type": "text", "text": "a"}, "b"]))
+        assert str(error) == 'case.json: streams[1].model_parts[1]: expected an object, got "b"'
+
     def test_unknown_status(self) -> None:
         """The message lists the statuses."""
         error = error_of(with_stream(status="done"))
@@ -328,6 +348,11 @@ class TestDefaults:
         raw = {"stall": True, "status": "completed", "call": {"name": "t"}}
         assert parse_scenario(json.dumps({"streams": [raw]})).streams[0].stall
 
+    def test_new_stream_keys_default_to_off(self) -> None:
+        """No follow-up, no channel refusal, and model parts left to the scripted provider."""
+        stream = parse_scenario(json.dumps({"streams": [{"text": "hi"}]})).streams[0]
+        assert (stream.follow_up, stream.channel_fails, stream.model_parts) == (False, None, None)
+
     def test_raise_key_is_read_as_raises(self) -> None:
         """`raise` is a Python keyword, so the attribute is `raises`."""
         stream = parse_scenario(json.dumps({"streams": [{"raise": "boom"}]})).streams[0]
@@ -366,8 +391,12 @@ class TestValid:
         assert [s.status.value for s in scenario.streams] == [
             "function_call", "function_call", "completed", "error", "empty_response",
             "stopped_by_user", "follow_up_interrupt", "completed", "completed",
-            "function_call", "function_call",
+            "function_call", "function_call", "completed", "completed", "function_call",
         ]  # fmt: skip
+        follow_up, refused, with_parts = scenario.streams[-3:]
+        assert (follow_up.follow_up, follow_up.text) == (True, "Let me th")
+        assert refused.channel_fails == "403 Missing Permissions"
+        assert with_parts.model_parts == ({"type": "text", "text": "Let me look."},)
         assert scenario.streams[1].call == ScriptedCall(
             name="web_search", args={"query": "x"}, arguments_truncated=True
         )

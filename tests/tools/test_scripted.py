@@ -14,9 +14,14 @@ from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.registry import ToolRegistry
 from toolloop.engine.config import load_config
-from toolloop.states import GenerationTurnResult, StreamStatus, TurnStatus
+from toolloop.states import GenerationTurnResult, StreamError, StreamStatus, TurnStatus
 from toolloop.tools.scenario import parse_scenario
-from toolloop.tools.scripted import ScriptedProviderError, repeating_last, scripted_ports
+from toolloop.tools.scripted import (
+    ScriptedChannel,
+    ScriptedProviderError,
+    repeating_last,
+    scripted_ports,
+)
 
 SEARCH = {
     "name": "web_search",
@@ -42,8 +47,8 @@ def run(document: dict[str, Any]) -> Run:
     """Run the scenario through the interpreter on a mock clock that jumps when all wait."""
     scenario = parse_scenario(json.dumps(document))
     control = MemoryTurnControl(stop_context_queued=scenario.turn.stop_context_queued)
-    channel = RecordingChannel()
-    provider, registry = scripted_ports(scenario, control)
+    channel = ScriptedChannel()
+    provider, registry = scripted_ports(scenario, control, channel)
 
     async def main() -> GenerationTurnResult:
         return await run_tool_loop(
@@ -111,6 +116,40 @@ def test_raise_stream_propagates_out_of_the_loop() -> None:
     """A raising provider call is not caught by the loop."""
     with pytest.raises(ScriptedProviderError, match=r"^connection refused$"):
         run({"streams": [{"raise": "connection refused"}]})
+
+
+def test_default_model_parts_are_the_text_as_one_part() -> None:
+    """Without `model_parts`, a stream reports its text as one text part; none when blank."""
+    outcome = run({"streams": [{"text": "Hi."}]})
+    assert outcome.result.stream_results[0].model_parts == ({"type": "text", "text": "Hi."},)
+    blank = run({"streams": [{"text": "  "}]})
+    assert blank.result.stream_results[0].model_parts == ()
+
+
+def test_given_model_parts_are_reported_as_they_are() -> None:
+    """`model_parts` replaces the default, opaque."""
+    parts = [{"type": "reasoning", "summary": "x"}]
+    outcome = run({"streams": [{"text": "Hi.", "model_parts": parts}]})
+    assert outcome.result.stream_results[0].model_parts == ({"type": "reasoning", "summary": "x"},)
+
+
+def test_follow_up_is_a_real_follow_up_request() -> None:
+    """The follow-up goes through the turn control and the loop ends the stream."""
+    outcome = run({"streams": [{"text": "Let me th", "follow_up": True}]})
+    assert statuses(outcome) == [StreamStatus.FOLLOW_UP_INTERRUPT]
+    assert outcome.control.follow_up_count == 1
+
+
+def test_channel_fails_is_the_channel_raising() -> None:
+    """The scripted channel refuses the stream's first text; the stream ends `error`."""
+    outcome = run({"streams": [{"text": "Hello", "channel_fails": "403 Missing Permissions"}]})
+    (stream,) = outcome.result.stream_results
+    assert stream.status is StreamStatus.ERROR
+    assert isinstance(stream.data, StreamError)
+    assert stream.data.message == (
+        "the channel could not deliver text: ChannelRefusedError: 403 Missing Permissions"
+    )
+    assert outcome.channel.texts == []
 
 
 def test_stop_before_tool_keeps_the_tool_from_running() -> None:

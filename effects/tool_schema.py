@@ -1,0 +1,307 @@
+"""A tool's parameters schema: checked whole at registration, applied without leaking or hanging.
+
+Three promises the registry builds on:
+
+* **Checked whole, once.** Registration checks the schema against its
+  meta-schema, resolves every `$ref` and `$dynamicRef` (only inside the
+  schema or to a JSON Schema meta-schema: nothing is fetched from the
+  network) and compiles every regular expression; a schema that fails any of
+  these is refused then, naming the tool and where, never on first use.
+* **Linear regular expressions.** `pattern` and `patternProperties` (and
+  `additionalProperties`, which consults them) run on RE2 (`google-re2`),
+  which matches in time linear in the text and cannot backtrack, so a
+  pattern such as `^(a+)+$` cannot block the event loop. RE2 has no
+  backreferences and no lookaround: such a pattern is refused at
+  registration. `unevaluatedProperties` together with `patternProperties`
+  is refused too, since jsonschema evaluates that pair with Python's `re`.
+* **Messages without values.** A broken rule is described from the error's
+  path, its keyword and the schema alone, never from jsonschema's message or
+  the offending value, so a secret argument cannot reach a failure, a
+  notice, a log or a trace through validation.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import jsonschema
+import re2  # type: ignore[import-untyped]
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
+from jsonschema.protocols import Validator
+from jsonschema.validators import extend, validator_for
+
+from toolloop.states import JsonObject
+from toolloop.states.json_policy import JsonInputError, check_json
+
+#: Keywords whose values are data, not schemas: never searched for `$ref` or patterns.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+#: Characters of a schema value or a property name quoted in a message.
+QUOTE_CHARS = 120
+
+
+class ToolSchemaError(ValueError):
+    """A tool was registered with a name or a parameters schema the registry cannot use."""
+
+    def __init__(self, tool: str, problem: str, where: str = "") -> None:
+        super().__init__(f'tool "{tool}": {where + ": " if where else ""}{problem}')
+        self.tool = tool
+        self.problem = problem
+        self.where = where
+        """Where in the registration: `parameters.properties.query.type`, or empty."""
+
+
+def check_parameters(name: str, schema: JsonObject) -> Validator:
+    """A validator for the tool's parameters, once the schema passed every check above.
+
+    Raises `ToolSchemaError` naming the tool, where in the schema and what is wrong.
+    """
+    try:
+        check_json(schema, where="parameters")
+    except JsonInputError as error:
+        raise ToolSchemaError(name, error.problem, "parameters") from None
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        got = json.dumps(schema.get("type")) if isinstance(schema, dict) else type(schema).__name__
+        problem = f'"type" is {got}, but parameters must be an object schema ("type": "object")'
+        raise ToolSchemaError(name, problem, "parameters")
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as error:
+        where = _where(error.absolute_path)
+        raise ToolSchemaError(name, f"{error.message} (rule: {error.validator})", where) from None
+    _check_patterns_and_refs(name, cls, schema)
+    validator: Validator = _linear(cls)(schema, registry=referencing.Registry())
+    return validator
+
+
+def problems(validator: Validator, args: JsonObject) -> Iterator[str]:
+    """One line per broken rule: the argument's JSON path, what was expected, the rule's name."""
+    errors = sorted(validator.iter_errors(args), key=lambda error: list(map(str, error.path)))
+    for error in errors:
+        path = list(error.absolute_path)
+        keyword = error.validator
+        if keyword == "required":
+            present: Any = error.instance
+            required: Any = error.validator_value
+            for missing in required:
+                if missing not in present:
+                    yield f"{json_path([*path, missing])}: is required (rule: required)"
+        elif keyword == "dependentRequired":
+            present, dependencies = error.instance, error.validator_value
+            for key, needed in dependencies.items():  # type: ignore[union-attr]
+                for missing in needed if key in present else ():
+                    if missing not in present:
+                        when = f"is required when {json_path([*path, key])} is present"
+                        yield f"{json_path([*path, missing])}: {when} (rule: dependentRequired)"
+        else:
+            names = "property names: " if "propertyNames" in error.relative_schema_path else ""
+            rule = "false schema" if keyword is None else keyword
+            expected = _expected(str(keyword), error.validator_value)
+            yield f"{json_path(path)}: {names}{expected} (rule: {rule})"
+
+
+def _expected(keyword: str, value: Any) -> str:
+    """What the rule asks for, in words, from the schema's value for it alone."""
+    plural = "" if value == 1 else "s"
+    match keyword:
+        case "type":
+            kinds = [value] if isinstance(value, str) else list(value)
+            return "must be of type " + " or ".join(kinds)
+        case "enum":
+            return f"must be one of {_quote(value)}"
+        case "const":
+            return f"must be {_quote(value)}"
+        case "minLength":
+            return f"must be at least {value} character{plural} long"
+        case "maxLength":
+            return f"must be at most {value} character{plural} long"
+        case "pattern":
+            return f"must match the pattern {_quote(value)}"
+        case "minimum":
+            return f"must be at least {value}"
+        case "maximum":
+            return f"must be at most {value}"
+        case "exclusiveMinimum":
+            return f"must be greater than {value}"
+        case "exclusiveMaximum":
+            return f"must be less than {value}"
+        case "multipleOf":
+            return f"must be a multiple of {value}"
+        case "minItems":
+            return f"must have at least {value} item{plural}"
+        case "maxItems":
+            return f"must have at most {value} item{plural}"
+        case "uniqueItems":
+            return "must not repeat an item"
+        case "minProperties":
+            return f"must have at least {value} propert{'y' if value == 1 else 'ies'}"
+        case "maxProperties":
+            return f"must have at most {value} propert{'y' if value == 1 else 'ies'}"
+        case "anyOf":
+            return f"must match at least one of the {len(value)} schemas it allows"
+        case "oneOf":
+            return f"must match exactly one of the {len(value)} schemas it allows"
+        case "not":
+            return "must not match the schema under `not`"
+        case "contains" | "minContains" | "maxContains":
+            return "must contain the right number of items matching `contains`"
+        case "additionalProperties":
+            return "is not allowed (not in `properties` nor `patternProperties`)"
+        case "unevaluatedProperties":
+            return "has properties that no schema allows"
+        case "items" | "prefixItems" | "unevaluatedItems":
+            return "has more items than the schema allows"
+        case "None":  # jsonschema reports a `false` subschema at its parent's path
+            return "has a value its schema forbids (`false`)"
+        case _:
+            return f"must meet `{keyword}`: {_quote(value)}"
+
+
+def json_path(parts: Sequence[str | int]) -> str:
+    """`$.query`, `$.items[0].$ref`, `$["odd key"]`; a very long key is shortened."""
+    path = "$"
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.replace("$", "_").isidentifier() and len(part) <= QUOTE_CHARS:
+            path += f".{part}"
+        else:
+            path += f"[{_quote(part)}]"
+    return path
+
+
+def _quote(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…"
+
+
+def _where(parts: Sequence[str | int]) -> str:
+    return json_path(parts).replace("$", "parameters", 1)
+
+
+# Registration: every regular expression compiles on RE2, every reference resolves.
+
+
+@functools.lru_cache(maxsize=1024)
+def _regex(pattern: str) -> Any:
+    """The RE2 program for `pattern` (cached: schemas repeat their patterns on every call)."""
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
+def _check_patterns_and_refs(name: str, cls: type[Validator], schema: JsonObject) -> None:
+    spec = referencing.jsonschema.specification_with(
+        str(cls.META_SCHEMA.get("$id", "")), default=referencing.jsonschema.DRAFT202012
+    )
+    root = referencing.Registry().resolver_with_root(spec.create_resource(schema))
+    has_pattern_properties = has_unevaluated = False
+    stack: list[tuple[Any, Any, list[str | int]]] = [(schema, root, [])]  # value, resolver, path
+    while stack:
+        node, resolver, path = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, resolver, [*path, i]) for i, item in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        if isinstance(node.get("$id"), str):
+            resolver = resolver.in_subresource(spec.create_resource(node))
+        for keyword in ("$ref", "$dynamicRef"):
+            if isinstance(ref := node.get(keyword), str):
+                _resolve(name, resolver, ref, [*path, keyword])
+        if isinstance(pattern := node.get("pattern"), str):
+            _compile(name, pattern, [*path, "pattern"])
+        if isinstance(patterns := node.get("patternProperties"), dict):
+            has_pattern_properties = True
+            for pattern in patterns:
+                _compile(name, pattern, [*path, "patternProperties", pattern])
+        has_unevaluated = has_unevaluated or "unevaluatedProperties" in node
+        stack.extend(
+            (child, resolver, [*path, key])
+            for key, child in node.items()
+            if key not in _DATA_KEYWORDS
+        )
+    if has_pattern_properties and has_unevaluated:
+        problem = (
+            "`unevaluatedProperties` cannot be used with `patternProperties` "
+            "(their patterns would run on a backtracking engine)"
+        )
+        raise ToolSchemaError(name, problem, "parameters")
+
+
+def _resolve(name: str, resolver: Any, ref: str, path: list[str | int]) -> None:
+    try:
+        resolver.lookup(ref)
+    except referencing.exceptions.Unresolvable:
+        problem = f"cannot resolve {_quote(ref)} (only references inside the schema are allowed)"
+        raise ToolSchemaError(name, problem, _where(path)) from None
+
+
+def _compile(name: str, pattern: str, path: list[str | int]) -> None:
+    try:
+        _regex(pattern)
+    except re2.error as error:
+        detail = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else ""
+        problem = (
+            f"the pattern {_quote(pattern)} is not supported by RE2, the linear-time engine "
+            f"(no backreferences or lookaround): {detail}"
+        )
+        raise ToolSchemaError(name, problem, _where(path)) from None
+
+
+# Validation: the keywords that match regular expressions, on RE2.
+
+
+def _pattern(validator: Validator, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    if validator.is_type(instance, "string") and not _regex(pattern).search(instance):
+        yield jsonschema.ValidationError("does not match the pattern")
+
+
+def _pattern_properties(
+    validator: Any, patterns: dict[str, Any], instance: Any, schema: Any
+) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _regex(pattern).search(key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, allowed: Any, instance: Any, schema: Any
+) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = [_regex(pattern) for pattern in schema.get("patternProperties", {})]
+    extras = sorted(
+        key
+        for key in instance
+        if key not in properties and not any(regex.search(key) for regex in patterns)
+    )
+    if validator.is_type(allowed, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], allowed, path=extra)
+    elif allowed is False:
+        for extra in extras:
+            yield jsonschema.ValidationError("is not allowed", path=[extra])
+
+
+@functools.cache
+def _linear(cls: type[Validator]) -> type[Validator]:
+    """`cls` with the regular-expression keywords on RE2."""
+    linear: type[Validator] = extend(  # type: ignore[no-untyped-call]
+        cls,
+        {
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+        },
+    )
+    return linear

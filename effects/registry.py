@@ -247,7 +247,8 @@ class ToolRegistry:
 
     def _unknown(self, name: str) -> str:
         known = ", ".join(self._tools) or "none"
-        return f'unknown tool "{name}"; the available tools are: {known}'
+        shown = name if len(name) <= 64 else f"{name[:64]}…"  # 64: the longest valid name
+        return f'unknown tool "{shown}"; the available tools are: {known}'
 
     def _record(self, call: FunctionCall, running: _Running, duration: float) -> None:
         result = running.result
@@ -268,9 +269,14 @@ def _refusal(
 ) -> str | None:
     """Why a gate or the schema refuses the call, in the order SPEC 6 step 6 gives."""
     name = tool.spec.name
-    if not tool.supports(provider):
+    try:
+        supported = tool.supports(provider)
+        available = name not in context.unavailable_for_turn and tool.available(context)
+    except Exception as error:  # the bot's own gate failed: the call cannot be allowed
+        return f'tool "{name}" cannot be checked: its gate raised {type(error).__name__}'
+    if not supported:
         return f'tool "{name}" is not available for provider {context.provider_name}'
-    if name in context.unavailable_for_turn or not tool.available(context):
+    if not available:
         return f'tool "{name}" is not available for the current turn, do not retry it this turn'
     try:
         check_json(args, where="arguments")
@@ -291,7 +297,8 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
     try:
         returned = await tool.function(args, call)
     except Exception as error:
-        message = _shorten(str(error), MAX_ERROR_CHARS)
+        text = str(error).encode("utf-8", "replace").decode()  # a lone surrogate becomes "?"
+        message = _shorten(text, MAX_ERROR_CHARS)
         return _failure(f'tool "{call.name}" raised {type(error).__name__}: {message}')
     if returned is None:
         return ToolResult(success=True)
@@ -306,12 +313,23 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
 
 
 def _checked(name: str, result: ToolResult) -> ToolResult:
-    """`result` if its data is JSON, with data beyond `MAX_RESULT_CHARS` cut; else a failure."""
+    """`result` if what the model reads of it is JSON, cut to `MAX_RESULT_CHARS`; else a failure.
+
+    The data is cut as JSON text; `error` and `message` as text.
+    """
     try:
-        check_json(result.data, where="data")
-        check_json(result.image_metadata, where="image_metadata")
-    except JsonInputError as error:
-        return _failure(f'tool "{name}" returned {error.where} that is not JSON: {error.problem}')
+        for field in ("data", "image_metadata", "error", "message"):
+            check_json(getattr(result, field), where=field)
+    except JsonInputError as refused:
+        return _failure(
+            f'tool "{name}" returned {refused.where} that is not JSON: {refused.problem}'
+        )
+    cut: dict[str, Any] = {
+        field: _shorten(text, MAX_RESULT_CHARS)
+        for field in ("error", "message")
+        if (text := getattr(result, field)) is not None and len(text) > MAX_RESULT_CHARS
+    }
+    result = attrs.evolve(result, **cut) if cut else result
     text = json.dumps(result.data, ensure_ascii=False)
     if len(text) <= MAX_RESULT_CHARS:
         return result

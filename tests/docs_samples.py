@@ -1,9 +1,9 @@
 """The code samples of the documentation: every fenced Python block and the output it shows.
 
 The convention (docs/contributing.md): a ```python block runs as it stands,
-with only the installed package; when the next fenced block after it, with
-nothing but blank lines between, is a ```text block, that block is exactly
-what the sample prints.
+with only the installed package; when the next fenced block after it is a
+```text block, with nothing between but blank lines or one line ending in a
+colon ("It prints:"), that block is exactly what the sample prints.
 
     python -m tests.docs_samples docs/embedding.md 1    prints the first sample's code
 """
@@ -49,7 +49,7 @@ def samples(path: Path) -> list[Sample]:
         shows_output = (
             after is not None
             and after.group(1) == "text"
-            and text[block.end() : after.start()].strip() == ""
+            and _only_an_announcement(text[block.end() : after.start()])
         )
         found.append(
             Sample(
@@ -60,6 +60,12 @@ def samples(path: Path) -> list[Sample]:
             )
         )
     return found
+
+
+def _only_an_announcement(between: str) -> bool:
+    """Nothing, or one line that ends with a colon ("It prints:"), stands between the blocks."""
+    line = between.strip()
+    return line == "" or ("\n" not in line and line.endswith(":"))
 
 
 if __name__ == "__main__":

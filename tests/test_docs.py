@@ -41,9 +41,12 @@ def test_the_docs_have_samples_and_every_sample_runs_somewhere() -> None:
 
 
 def test_a_sample_that_prints_something_else_is_caught(tmp_path: Path) -> None:
-    """The extraction pairs a sample with the text block after it, so a wrong output fails."""
+    """A sample owns the text block after it ("It prints:" may stand between), never past prose."""
     doc = tmp_path / "doc.md"
-    doc.write_text("```python\nprint(6 * 7)\n```\n\n```text\n41\n```\n\n```python\npass\n```\n")
+    doc.write_text(
+        "```python\nprint(6 * 7)\n```\n\nIt prints:\n\n```text\n41\n```\n\n"
+        "```python\npass\n```\n\nA paragraph.\nOf prose.\n\n```text\nnot output\n```\n"
+    )
     first, second = samples(doc)
     assert (first.line, first.output, second.output) == (1, "41\n", None)
     assert run(first, tmp_path).stdout != first.output

@@ -11,6 +11,7 @@ neither trio nor rich: an asyncio bot pays only for anyio, httpx, attrs,
 cattrs and jsonschema.
 """
 
+from toolloop.effects.config import load_config
 from toolloop.effects.interpreter import Observer, ToolLoopError, run_tool_loop
 from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.notices import NoticeCatalog
@@ -29,7 +30,7 @@ from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolExecution, ToolRegistry, ToolSchemaError
 from toolloop.effects.stash import ContextStash
 from toolloop.effects.turn import Attempt, RetryableError, run_generation_turn
-from toolloop.engine.config import LoadedConfig, load_config
+from toolloop.engine.config import LoadedConfig
 from toolloop.engine.effects import (
     ClearStopRequest,
     CountToolUsage,

@@ -30,13 +30,14 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import anyio
 import attrs
 from jsonschema.protocols import Validator
 
 from toolloop.effects.ports import ToolInvocation
+from toolloop.effects.signature import SignatureError, takes_arguments_dict, typed_tool
 from toolloop.effects.tool_schema import ToolSchemaError as ToolSchemaError
 from toolloop.effects.tool_schema import check_parameters as check_parameters
 from toolloop.effects.tool_schema import problems
@@ -88,6 +89,8 @@ class ToolCall:
 
 ToolReturn: TypeAlias = ToolResult | JsonObject | None
 ToolFunction: TypeAlias = Callable[[JsonObject, ToolCall], Awaitable[ToolReturn]]
+AnyToolFunction = TypeVar("AnyToolFunction", bound=Callable[..., Awaitable[ToolReturn]])
+"""The dict form `(args, call)` or a typed function (`toolloop.effects.signature`)."""
 ProviderGate: TypeAlias = Callable[[ProviderDescriptor], bool]
 TurnGate: TypeAlias = Callable[[ToolContext], bool]
 FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
@@ -141,7 +144,7 @@ class ToolRegistry:
 
     def register(
         self,
-        function: ToolFunction,
+        function: Callable[..., Awaitable[ToolReturn]],
         *,
         name: str | None = None,
         parameters: JsonObject | None = None,
@@ -153,13 +156,23 @@ class ToolRegistry:
         """Add a tool; its schema is checked here, once, and a bad one raises `ToolSchemaError`.
 
         `name` defaults to the function's name, `description` to its docstring,
-        `parameters` to an object schema without properties. `providers` is the
-        API families that support the tool (or a predicate over the provider;
-        None: all). `available` is a predicate over the turn's `ToolContext`.
+        `parameters` to an object schema without properties, or, for a typed
+        function (not `(args, call)`), to the schema its signature implies
+        (`toolloop.effects.signature`); it is then called with typed arguments.
+        `providers` is the API families that support the tool (or a predicate
+        over the provider; None: all). `available` is a predicate over the turn's
+        `ToolContext`.
         """
         tool_name = function.__name__ if name is None else name
         if tool_name in self._tools:
             raise ToolSchemaError(tool_name, "is already registered", "name")
+        if parameters is None and not takes_arguments_dict(function):
+            try:
+                typed = typed_tool(function, ToolCall)
+            except SignatureError as error:
+                raise ToolSchemaError(tool_name, error.problem, error.where) from None
+            function, parameters = typed.run, typed.parameters
+            description = typed.description if description is None else description
         schema = {"type": "object", "properties": {}} if parameters is None else parameters
         tool = RegisteredTool(
             spec=ToolSpec(
@@ -176,10 +189,10 @@ class ToolRegistry:
         self._tools[tool_name] = tool
         return tool
 
-    def tool(self, **options: Any) -> Callable[[ToolFunction], ToolFunction]:
+    def tool(self, **options: Any) -> Callable[[AnyToolFunction], AnyToolFunction]:
         """Decorator form of `register`, taking the same keyword options."""
 
-        def decorate(function: ToolFunction) -> ToolFunction:
+        def decorate(function: AnyToolFunction) -> AnyToolFunction:
             self.register(function, **options)
             return function
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import attrs
 
 from toolloop.effects.interpreter import Observer, run_tool_loop
+from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import Channel, Provider, ToolRegistry, TurnControl
 from toolloop.states import (
     ApiFamily,
@@ -72,12 +73,13 @@ async def run_generation_turn(
     control: TurnControl,
     reply_to: str | None = None,
     observer: Observer | None = None,
+    on_event: HostObserver | None = None,
 ) -> GenerationTurnResult:
     """Run the attempts in order until one ends other than `error` or `timeout`.
 
     A superseded attempt's delivered messages are deleted before the next one
     speaks. The last attempt's result (or exception) is the turn's. `observer`
-    sees every step of every attempt (`run_tool_loop`).
+    sees every step of every attempt, `on_event` their host events (`run_tool_loop`).
     """
     if not attempts:
         raise ValueError("run_generation_turn needs at least one attempt")
@@ -101,6 +103,8 @@ async def run_generation_turn(
                 reply_to=reply_to,
                 verbatim=verbatim,
                 observer=observer,
+                on_event=on_event,
+                attempt=index,
             )
         except RetryableError:
             if last:

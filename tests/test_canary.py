@@ -159,14 +159,6 @@ async def test_interpreter_and_provider_carry_no_canary(
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "by design today, not owned by hardening: GenerationTurnResult.stream_results keep "
-        "the provider's FunctionCall with its arguments as sent, and its repr prints them; "
-        "a bot that logs the result logs the secret (states/ would need a redacting repr)"
-    ),
-)
 async def test_turn_result_repr_carries_no_secret() -> None:
     """The repr of the turn result shows no writeOnly argument."""
     with OpenAIServer() as server:

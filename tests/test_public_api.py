@@ -20,11 +20,12 @@ PUBLIC = {
     # the loop and the generation turn
     *("Attempt", "Observer", "RetryableError", "ToolLoopError"),
     *("run_generation_turn", "run_tool_loop"),
-    # the tool registry and its decorator
-    *("ToolCall", "ToolExecution", "ToolRegistry", "ToolSchemaError"),
+    # the tool registry and its decorator, typed tools' secret marker
+    *("Secret", "ToolCall", "ToolExecution", "ToolRegistry", "ToolSchemaError"),
     # the ports, and the in-memory ones
     *("Channel", "ContextStash", "KillHandle", "MemoryTurnControl", "Notice", "NoticeCatalog"),
-    *("Provider", "RecordingChannel", "StreamRequest", "StreamSink", "ToolInvocation"),
+    *("Provider", "RecordingChannel", "StreamRequest", "StreamSink", "StreamSpan"),
+    *("ToolInvocation",),
     *("ToolRegistryPort", "TurnControl"),
     # the provider and the loopback model server
     *("ModelServer", "OpenAICompatProvider"),
@@ -104,7 +105,7 @@ class TestImportCost:
         done = run_python(
             "import sys; sys.modules['click'] = None\n"
             "from toolloop import *\n"
-            "print(sorted({'trio', 'rich', 'transitions'} & set(sys.modules)))"
+            "print(sorted({'trio', 'rich', 'transitions', 'discord'} & set(sys.modules)))"
         )
         assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
 
@@ -118,8 +119,20 @@ class TestTheCommandLine:
             "sys.argv = ['toolloop', 'diagram']; sys.exit(main())"
         )
         assert done.returncode == 2
+        assert (
+            done.stderr == "toolloop: this command needs transitions: pip install 'toolloop[cli]'\n"
+        )
+
+    def test_without_the_discord_extra_the_discord_command_names_it(self) -> None:
+        """`toolloop discord` without discord.py says to install `toolloop[discord]`, status 2."""
+        done = run_python(
+            "import sys; sys.modules['discord'] = None\n"
+            "from toolloop.tools import main\n"
+            "sys.argv = ['toolloop', 'discord']; sys.exit(main())"
+        )
+        assert done.returncode == 2
         assert done.stderr == (
-            "toolloop: the command line needs transitions: pip install 'toolloop[cli]'\n"
+            "toolloop: this command needs discord: pip install 'toolloop[discord]'\n"
         )
 
     def test_another_missing_module_is_not_blamed_on_the_extra(self) -> None:

@@ -22,12 +22,14 @@ from toolloop.effects.ports import (
     Provider,
     StreamRequest,
     StreamSink,
+    StreamSpan,
     ToolInvocation,
     TurnControl,
 )
 from toolloop.effects.ports import ToolRegistry as ToolRegistryPort
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolExecution, ToolRegistry, ToolSchemaError
+from toolloop.effects.signature import Secret
 from toolloop.effects.stash import ContextStash
 from toolloop.effects.turn import Attempt, RetryableError, run_generation_turn
 from toolloop.engine.config import LoadedConfig
@@ -143,6 +145,7 @@ __all__ = [
     "ResetFollowUpCount",
     "RetainAffordance",
     "RetryableError",
+    "Secret",
     "SendNotice",
     "SetTextSuppression",
     "StashTaken",
@@ -155,6 +158,7 @@ __all__ = [
     "StreamRequest",
     "StreamResult",
     "StreamSink",
+    "StreamSpan",
     "StreamStatus",
     "TakeStashedContext",
     "ThoughtLogOwner",

@@ -1,26 +1,28 @@
 """The `toolloop` command line (`cli`), its demo and the loopback model server.
 
 `main` is the installed `toolloop` command. The commands need the `cli` extra
-(rich, transitions, trio); without it they say so instead of a traceback.
+(rich, transitions, trio), `toolloop discord` the `discord` extra; without
+them a command says which to install instead of a traceback.
 """
 
 import sys
 
-CLI_EXTRA = frozenset({"rich", "transitions", "trio"})
-"""The top-level modules `pip install 'toolloop[cli]'` brings."""
+EXTRAS = {"rich": "cli", "transitions": "cli", "trio": "cli", "discord": "discord"}
+"""The extra that brings each top-level module the commands import."""
 
 
 def main() -> int:
-    """Run the `toolloop` command; a missing `cli` extra is a one-line error, status 2."""
+    """Run the `toolloop` command; a missing extra is a one-line error, status 2."""
     try:
         from toolloop.tools.cli import main as run
 
         return run()
     except ModuleNotFoundError as missing:
-        if missing.name not in CLI_EXTRA:
+        extra = EXTRAS.get(missing.name or "")
+        if extra is None:
             raise
         print(
-            f"toolloop: the command line needs {missing.name}: pip install 'toolloop[cli]'",
+            f"toolloop: this command needs {missing.name}: pip install 'toolloop[{extra}]'",
             file=sys.stderr,
         )
         return 2

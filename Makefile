@@ -49,7 +49,8 @@ docs-serve: install typed
 # `cli` extra into a fresh venv (no test tools, nothing editable), then run
 # there, outside the repository: `import toolloop` and a turn under both anyio
 # backends (tests/wheel_check.py), the embedding example of docs/embedding.md,
-# and `toolloop demo`.
+# and `toolloop demo`; and with no extra at all: `import toolloop`, and the
+# command naming the extra it needs.
 wheel-check: install
 	rm -rf $(WHEEL) && mkdir -p $(WHEEL)
 	$(BIN)/python -m build --sdist --wheel --outdir $(WHEEL)/dist . >$(WHEEL)/build.log
@@ -60,6 +61,10 @@ wheel-check: install
 	cd $(WHEEL) && venv/bin/python ../../tests/wheel_check.py
 	cd $(WHEEL) && venv/bin/python embedding.py
 	cd $(WHEEL) && venv/bin/toolloop demo >demo.out && tail -n 4 demo.out
+	$(PY) -m venv $(WHEEL)/bare
+	$(WHEEL)/bare/bin/pip install -q "$$(ls $(WHEEL)/dist/*.whl)"
+	cd $(WHEEL) && bare/bin/python -c "import toolloop; print('no extras: import toolloop')"
+	cd $(WHEEL) && bare/bin/toolloop demo 2>demo.err; test $$? -eq 2 && grep "toolloop\[cli\]" demo.err
 
 bench: install
 	$(BIN)/python -m tests.bench

@@ -61,7 +61,13 @@ IDLE, STREAMING, DISPATCHING, TAKING_STASH, FINISHED = (
 
 
 class Move(enum.StrEnum):
-    """The name a step reports for the move it took (`Step.move`), as traces record it."""
+    """The name a step reports for the move it took (`Step.move`), as traces record it.
+
+    A member is its string: equal to it, written to JSON as it, and shown as it
+    (`repr` too), so what a user printed or recorded before reads the same.
+    """
+
+    __repr__ = str.__repr__
 
     STARTED = "started"
     COMPLETED = "completed"

@@ -98,3 +98,9 @@ def test_step_does_what_the_rows_say() -> None:
     assert isinstance(out.effects[-1], Finish)
     assert "# tool_succeeded (SPEC 4.3h5 4.3h6)" in source
     assert step(state, ToolSettled(result=ok())).state.phase is Phase.STREAMING
+
+
+def test_a_move_reads_as_its_string_in_a_printed_list() -> None:
+    """`print([out.move])` shows `['started']`, as it did when moves were strings."""
+    out = step(initial_state(LoopConfig(), TurnSettings()), TurnStarted())
+    assert repr([out.move]) == "['started']" and out.move == "started"

@@ -533,11 +533,11 @@ class _Interpreter:
 
     async def _dispatch(self, effect: fx.DispatchTool) -> ToolSettled:
         context = effect.context
-        invocation = ToolInvocation(
-            killed=self.control.killed, notify=self._progress_notice(context)
-        )
         timeout = self._tool_timeout_ms / 1000
         call = _ToolCall(effect, self._runner, self._alarm, timeout)
+        invocation = ToolInvocation(
+            killed=self.control.killed, notify=self._progress_notice(context, call)
+        )
         work = self.registry.execute(effect.call, context, invocation)
         return self._tool_settled(call, await self._call(call, work))
 
@@ -556,9 +556,13 @@ class _Interpreter:
             stop=self.control.pending_request(),
         )
 
-    def _progress_notice(self, context: ToolContext) -> Callable[[str], Awaitable[None]]:
+    def _progress_notice(
+        self, context: ToolContext, call: _ToolCall
+    ) -> Callable[[str], Awaitable[None]]:
+        """A tool's progress notices, dropped once its call is over (killed, overdue)."""
+
         async def notify(text: str) -> None:
-            if context.suppress_progress_notices:
+            if context.suppress_progress_notices or not call.open:
                 return
             notice = Notice(
                 key="tool_progress",

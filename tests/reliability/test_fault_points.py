@@ -1,28 +1,31 @@
 """Fault injection (issue 12): a fault at every await point of a whole turn, through the real loop.
 
-The turn is the demo's conversation over real HTTP: `ModelServer` serving
+The turns are the demo's conversation over real HTTP: `ModelServer` serving
 `demo_model`, the real `OpenAICompatProvider`, the demo's two tools in a real
 `ToolRegistry`, `MemoryTurnControl` and a `RecordingChannel`. The *answer*
 turn calls both tools and answers; the *notices* turn has a calculator that
 fails (the hidden failed-tool notice), a clock that reports progress (a
 visible notice during a tool) and a ceiling of two iterations (the
-max-iterations notice).
+max-iterations notice); the *fallback* turn is a generation turn whose first
+attempt hits a ceiling of one iteration, so its messages are deleted and the
+second attempt answers (SPEC 10).
 
-Every port the interpreter awaits is wrapped so that a clean run numbers the
-await points it reaches: `stream` (the provider call), `send_text`,
-`send_notice`, `log_thought` and `tool` (each tool function). Then each fault
-is put at each point where it applies, and the run is checked against SPEC
-(the status, or the host's cancellation), that every text the channel
-accepted is in the result's stream results, in order, and that nothing is
-left running or registered. `delete_messages` is not among the points: only
-the generation turn calls it, between attempts; `wait_for_follow_up` is the
-follow-up watcher's wait, not a step of the turn.
+Every port the loop awaits is wrapped so that a clean run numbers the await
+points it reaches: `stream` (the provider call), `send_text`, `send_notice`,
+`log_thought`, `delete` (the channel's) and `tool` (each tool function). Then
+each fault is put at each point where it applies, and the run is checked
+against SPEC (the status, or the host's cancellation), that every text the
+channel kept is in the result's stream results, in order, that an attempt a
+fault ended did nothing more, and that nothing is left running or registered.
+`wait_for_follow_up`, the turn control's one await, is the follow-up watcher's
+wait, not a step of the turn. Everything crosses real sockets, so the runs
+use real time on both backends (no timeout is due in any case).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import anyio
@@ -36,8 +39,9 @@ from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import Notice, StreamRequest, StreamSink
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
+from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.engine import effects as fx
-from toolloop.engine.events import Event
+from toolloop.engine.events import Event, TurnStarted
 from toolloop.engine.step import Step
 from toolloop.specs.invariants import registrations_cleaned_up
 from toolloop.states import (
@@ -56,7 +60,7 @@ from toolloop.tools.model_server import ModelServer
 
 pytestmark = pytest.mark.anyio
 
-Port = Literal["stream", "send_text", "send_notice", "log_thought", "tool"]
+Port = Literal["stream", "send_text", "send_notice", "log_thought", "tool", "delete"]
 Kind = Literal[
     "send_fails", "notice_fails", "tool_raises", "tool_ignores_kill", "host_cancels", "kill",
     "follow_up",
@@ -76,7 +80,9 @@ CONFIG = LoopConfig(
     stream_abandoned_settle_timeout_ms=0,
     tool_execution_timeout_ms=10_000,
 )
-TURNS = {"answer": CONFIG, "notices": attrs.evolve(CONFIG, max_function_call_iterations=2)}
+TURNS = ("answer", "notices", "fallback")
+CEILING_2 = attrs.evolve(CONFIG, max_function_call_iterations=2)
+CEILING_1 = attrs.evolve(CONFIG, max_function_call_iterations=1)
 BROKE = "the service behind the tool is down"
 STRAGGLER_PATIENCE = 10.0
 """How long the tool that ignores cancellation waits for the loop to finish without it."""
@@ -109,19 +115,22 @@ class Points:
     in_call: list[bool] = attrs.field(factory=list)
     """Per point: a provider call or a tool is in progress (its kill handle registered)."""
     history: list[int] = attrs.field(factory=list)
-    """Per point: how many tool results the model has in its history."""
+    """Per point: how many tool results the model of this attempt has in its history."""
     state: IterationState | None = None
     """The loop's latest state."""
     finished: anyio.Event = attrs.field(factory=anyio.Event)
     """Set when the loop decided its outcome (the step that finishes the turn)."""
     straggler: list[str] = attrs.field(factory=list)
     """What the tool that ignored cancellation saw: `released` and/or `returned`."""
+    fed_back: set[str] = attrs.field(factory=set)
+    """Every tool response that was in a model's history, in any attempt."""
 
     async def reach(self, port: Port) -> None:
         """Number this point; inject the fault when it is the one."""
         self.reached.append(port)
         self.in_call.append(bool(self.control.kill_handles))
-        self.history.append(len(self.state.function_history) if self.state else 0)
+        fresh = self.state is None or port == "delete"  # a delete starts the next attempt
+        self.history.append(0 if fresh or not self.state else len(self.state.function_history))
         if self.fault is None or len(self.reached) - 1 != self.fault.at:
             return
         kind = self.fault.kind
@@ -152,7 +161,10 @@ class Points:
         self.straggler.append("returned")
 
     def observe(self, before: IterationState, event: Event, out: Step) -> None:
+        if isinstance(event, TurnStarted):  # an attempt starts: it has not finished
+            self.finished = anyio.Event()
         self.state = out.state
+        self.fed_back.update(str(entry.function_response) for entry in out.state.function_history)
         if isinstance(out.effects[-1], fx.Finish):
             self.finished.set()
 
@@ -174,6 +186,16 @@ class PointedChannel(RecordingChannel):
     async def log_thought(self, notice: Notice) -> None:
         await self.points.reach("log_thought")
         await super().log_thought(notice)
+
+    async def delete_messages(self, ids: Sequence[str]) -> None:
+        await self.points.reach("delete")
+        await super().delete_messages(ids)
+
+    def kept(self) -> str:
+        """The text of the messages delivered and not deleted."""
+        return "".join(
+            t for t, i in zip(self.texts, self.ids, strict=True) if i not in self.deleted
+        )
 
 
 @attrs.frozen
@@ -229,17 +251,23 @@ async def run_turn(model: OpenAICompatProvider, turn: str, fault: Fault | None =
     points = Points(control=control, host=anyio.CancelScope(), fault=fault)
     run = Run(points=points, channel=PointedChannel(points=points))
 
+    provider = PointedProvider(model, points)
+    ports = dict(
+        registry=pointed_registry(points, turn),
+        channel=run.channel,
+        control=control,
+        observer=points.observe,
+    )
     tasks_before = len(anyio.get_running_tasks())
     with points.host:
-        run.result = await run_tool_loop(
-            turn=demo_turn(),
-            config=TURNS[turn],
-            provider=PointedProvider(model, points),
-            registry=pointed_registry(points, turn),
-            channel=run.channel,
-            control=control,
-            observer=points.observe,
-        )
+        if turn == "fallback":
+            attempts = [Attempt(provider=provider, config=c) for c in (CEILING_1, CONFIG)]
+            run.result = await run_generation_turn(turn=demo_turn(), attempts=attempts, **ports)
+        else:
+            config = CEILING_2 if turn == "notices" else CONFIG
+            run.result = await run_tool_loop(
+                turn=demo_turn(), config=config, provider=provider, **ports
+            )
     await wait_all_tasks_blocked()
     tasks = len(anyio.get_running_tasks()) - tasks_before
     run.leftovers = [f"kill handle {handle!r} still registered" for handle in control.kill_handles]
@@ -258,10 +286,10 @@ def problems(kind: Kind, at: int, clean: Run, run: Run, logged: str) -> list[str
         return found
     if result is None or clean.result is None:
         return [*found, "the loop was cancelled without the host cancelling it"]
-    accepted = "".join(run.channel.texts)
+    kept = run.channel.kept()
     in_result = "".join(r.accumulated_text for r in result.stream_results)
-    if accepted != in_result:
-        found.append(f"the channel accepted {accepted!r}, the result holds {in_result!r}")
+    if kept != in_result:
+        found.append(f"the channel kept {kept!r}, the result holds {in_result!r}")
     expected = expected_status(kind, at, clean)
     if result.status is not expected:
         found.append(f"ended {result.status.value}, SPEC says {expected.value}")
@@ -270,25 +298,29 @@ def problems(kind: Kind, at: int, clean: Run, run: Run, logged: str) -> list[str
         r.status.value for r in clean.result.stream_results
     ]:
         found.append(f"the turn did not go on as without the fault: its streams {streams}")
-    ends_at_once = kind == "send_fails" or expected is TurnStatus.FOLLOW_UP_INTERRUPT
-    ends_at_once |= kind == "tool_ignores_kill" or (kind == "kill" and clean.points.in_call[at])
-    if ends_at_once and run.points.reached[at + 1 :]:
-        found.append(f"the turn went on after it ended: {run.points.reached[at + 1 :]}")
+    ends_attempt = kind == "send_fails" or expected is TurnStatus.FOLLOW_UP_INTERRUPT
+    ends_attempt |= kind == "tool_ignores_kill" or (kind == "kill" and clean.points.in_call[at])
+    went_on = rest_of_attempt(run.points.reached, at)
+    if ends_attempt and went_on:
+        found.append(f"the attempt went on after the fault ended it: {went_on}")
     history = run.points.state.function_history if run.points.state else ()
-    if expected is TurnStatus.STOPPED_BY_USER and len(history) != clean.points.history[at]:
+    if expected is TurnStatus.STOPPED_BY_USER and len(history) > clean.points.history[at]:
         found.append(f"a stopped tool's result reached the history: {history[-1]}")
     last = result.stream_results[-1]
-    if kind == "send_fails" and not (
-        isinstance(last.data, StreamError)
-        and last.data.type == "channel_send_failed"
-        and "403 Forbidden" in last.data.message
+    if (
+        kind == "send_fails"
+        and expected is TurnStatus.ERROR
+        and not (
+            isinstance(last.data, StreamError)
+            and last.data.type == "channel_send_failed"
+            and "403 Forbidden" in last.data.message
+        )
     ):
         found.append(f"the failed send is not the stream's error: {last.data!r}")
     if kind == "notice_fails" and "could not send the" not in logged:
         found.append("the failed notice was not logged")
-    responses = [str(entry.function_response) for entry in history]
-    if kind == "tool_raises" and not any(BROKE in r for r in responses):
-        found.append(f"the model does not read the tool's failure: {responses}")
+    if kind == "tool_raises" and not any(BROKE in r for r in run.points.fed_back):
+        found.append(f"the model does not read the tool's failure: {run.points.fed_back}")
     if kind == "tool_ignores_kill" and run.points.straggler != ["released", "returned"]:
         found.append(f"the loop did not finish without the straggler: {run.points.straggler}")
     return found
@@ -297,23 +329,51 @@ def problems(kind: Kind, at: int, clean: Run, run: Run, logged: str) -> list[str
 def expected_status(kind: Kind, at: int, clean: Run) -> TurnStatus:
     """SPEC's status for fault `kind` at point `at` of `clean`'s run."""
     assert clean.result is not None
-    points = clean.points
-    if kind == "send_fails":
-        return TurnStatus.ERROR  # SPEC 5 amended: the channel fails
+    reached = clean.points.reached
+    if kind == "send_fails":  # SPEC 5 amended; SPEC 10: an `error` hands over to the fallback
+        return clean.result.status if "delete" in reached[at:] else TurnStatus.ERROR
     if kind in ("kill", "tool_ignores_kill"):
         # A kill ends the call in progress, or the next check (before a tool) stops the turn;
         # once the last call is over the turn has already decided.
-        later_call = {"stream", "tool"} & set(points.reached[at:])
-        stops = points.in_call[at] or later_call
+        later_call = {"stream", "tool"} & set(reached[at:])
+        stops = clean.points.in_call[at] or later_call
         return TurnStatus.STOPPED_BY_USER if stops else clean.result.status
-    if kind == "follow_up" and before_the_chain(at, clean):
+    if kind == "follow_up" and interrupts(at, reached):
         return TurnStatus.FOLLOW_UP_INTERRUPT
-    return clean.result.status  # a failed notice or tool, a follow-up once the chain is active
+    return clean.result.status  # a failed notice or tool, a follow-up the chain answers
 
 
-def before_the_chain(at: int, clean: Run) -> bool:
-    """Point `at` comes before the first tool: in the first stream, before its `function_call`."""
-    return "tool" not in clean.points.reached[: at + 1]
+def interrupts(at: int, reached: list[Port]) -> bool:
+    """A follow-up at point `at` interrupts a stream before a tool's stop check clears it.
+
+    It interrupts the stream it comes in, or the next stream to start, while the
+    attempt's chain is not active (SPEC 5 amended), unless a tool comes first (its
+    stop check clears a follow-up, SPEC 6 step 2 and 7).
+    """
+    for point in range(at, len(reached)):
+        if reached[point] == "tool":
+            return False
+        chain_free = "tool" not in reached[attempt_start(reached, point) : point + 1]
+        if chain_free and (point == at or reached[point] == "stream"):
+            return True
+    return False
+
+
+def attempt_start(reached: list[Port], point: int) -> int:
+    """The first point of the attempt `point` is in: a delete starts the next attempt."""
+    deletes = [k for k in range(point + 1) if reached[k] == "delete"]
+    return deletes[-1] if deletes else 0
+
+
+def rest_of_attempt(reached: list[Port], at: int) -> list[Port]:
+    """What the attempt did after point `at`: delivered, ran a tool, sent a notice.
+
+    A provider call may still start (a follow-up pending at its start ends it at
+    once), so `stream` points are not counted; the attempt ends at a delete.
+    """
+    rest = reached[at + 1 :]
+    rest = rest[: rest.index("delete")] if "delete" in rest else rest
+    return [port for port in rest if port != "stream"]
 
 
 @pytest.fixture(params=["trio", "asyncio"])

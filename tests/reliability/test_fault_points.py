@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 import anyio
 import attrs
@@ -65,14 +65,15 @@ Kind = Literal[
     "send_fails", "notice_fails", "tool_raises", "tool_ignores_kill", "host_cancels", "kill",
     "follow_up",
 ]  # fmt: skip
+EVERY_PORT: frozenset[Port] = frozenset(get_args(Port))
 APPLIES: dict[Kind, frozenset[Port]] = {
     "send_fails": frozenset({"send_text"}),
     "notice_fails": frozenset({"send_notice", "log_thought"}),
     "tool_raises": frozenset({"tool"}),
     "tool_ignores_kill": frozenset({"tool"}),
-    "host_cancels": frozenset(Port.__args__),  # type: ignore[attr-defined]
-    "kill": frozenset(Port.__args__),  # type: ignore[attr-defined]
-    "follow_up": frozenset(Port.__args__),  # type: ignore[attr-defined]
+    "host_cancels": EVERY_PORT,
+    "kill": EVERY_PORT,
+    "follow_up": EVERY_PORT,
 }
 #: No timeout is due in any case: generous limits that still end a hang as a status, not a freeze.
 CONFIG = LoopConfig(
@@ -80,7 +81,12 @@ CONFIG = LoopConfig(
     stream_abandoned_settle_timeout_ms=0,
     tool_execution_timeout_ms=10_000,
 )
-TURNS = ("answer", "notices", "fallback")
+CLEAN = {
+    "answer": TurnStatus.COMPLETED,
+    "notices": TurnStatus.TIMEOUT,
+    "fallback": TurnStatus.COMPLETED,
+}
+"""Each turn, and how it ends without a fault."""
 CEILING_2 = attrs.evolve(CONFIG, max_function_call_iterations=2)
 CEILING_1 = attrs.evolve(CONFIG, max_function_call_iterations=1)
 BROKE = "the service behind the tool is down"
@@ -251,22 +257,27 @@ async def run_turn(model: OpenAICompatProvider, turn: str, fault: Fault | None =
     points = Points(control=control, host=anyio.CancelScope(), fault=fault)
     run = Run(points=points, channel=PointedChannel(points=points))
 
-    provider = PointedProvider(model, points)
-    ports = dict(
-        registry=pointed_registry(points, turn),
-        channel=run.channel,
-        control=control,
-        observer=points.observe,
-    )
+    provider, registry = PointedProvider(model, points), pointed_registry(points, turn)
     tasks_before = len(anyio.get_running_tasks())
     with points.host:
         if turn == "fallback":
-            attempts = [Attempt(provider=provider, config=c) for c in (CEILING_1, CONFIG)]
-            run.result = await run_generation_turn(turn=demo_turn(), attempts=attempts, **ports)
+            run.result = await run_generation_turn(
+                turn=demo_turn(),
+                attempts=[Attempt(provider=provider, config=c) for c in (CEILING_1, CONFIG)],
+                registry=registry,
+                channel=run.channel,
+                control=control,
+                observer=points.observe,
+            )
         else:
-            config = CEILING_2 if turn == "notices" else CONFIG
             run.result = await run_tool_loop(
-                turn=demo_turn(), config=config, provider=provider, **ports
+                turn=demo_turn(),
+                config=CEILING_2 if turn == "notices" else CONFIG,
+                provider=provider,
+                registry=registry,
+                channel=run.channel,
+                control=control,
+                observer=points.observe,
             )
     await wait_all_tasks_blocked()
     tasks = len(anyio.get_running_tasks()) - tasks_before
@@ -305,7 +316,7 @@ def problems(kind: Kind, at: int, clean: Run, run: Run, logged: str) -> list[str
         found.append(f"the attempt went on after the fault ended it: {went_on}")
     history = run.points.state.function_history if run.points.state else ()
     if expected is TurnStatus.STOPPED_BY_USER and len(history) > clean.points.history[at]:
-        found.append(f"a stopped tool's result reached the history: {history[-1]}")
+        found.append(f"a stopped call's result reached the history: {history}")
     last = result.stream_results[-1]
     if (
         kind == "send_fails"
@@ -396,8 +407,9 @@ async def test_a_fault_at_every_await_point_ends_the_turn_as_spec_says(
     found: dict[str, list[str]] = {}
     tried = 0
     async with OpenAICompatProvider(base_url=server.base_url, model=demo_model.MODEL) as model:
-        for turn in TURNS:
+        for turn, status in CLEAN.items():
             clean = await run_turn(model, turn)
+            assert clean.result is not None and clean.result.status is status
             assert clean.leftovers == []
             for at, port in enumerate(clean.points.reached):
                 if port not in APPLIES[kind]:
@@ -409,5 +421,5 @@ async def test_a_fault_at_every_await_point_ends_the_turn_as_spec_says(
                 wrong = problems(kind, at, clean, run, caplog.text)
                 if wrong:
                     found[f"{turn} turn, point {at} ({port})"] = wrong
-    assert tried, f"no point of either turn takes {kind}"
+    assert tried, f"no point of any turn takes {kind}"
     assert found == {}

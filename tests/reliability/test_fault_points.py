@@ -135,8 +135,9 @@ class Points:
         """Number this point; inject the fault when it is the one."""
         self.reached.append(port)
         self.in_call.append(bool(self.control.kill_handles))
-        fresh = self.state is None or port == "delete"  # a delete starts the next attempt
-        self.history.append(0 if fresh or not self.state else len(self.state.function_history))
+        # A delete starts the next attempt, with an empty history.
+        history = self.state.function_history if self.state and port != "delete" else ()
+        self.history.append(len(history))
         if self.fault is None or len(self.reached) - 1 != self.fault.at:
             return
         kind = self.fault.kind
@@ -167,6 +168,7 @@ class Points:
         self.straggler.append("returned")
 
     def observe(self, before: IterationState, event: Event, out: Step) -> None:
+        """The loop's observer: the latest state, what the model read, when an attempt ends."""
         if isinstance(event, TurnStarted):  # an attempt starts: it has not finished
             self.finished = anyio.Event()
         self.state = out.state

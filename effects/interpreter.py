@@ -76,6 +76,7 @@ from toolloop.states import (
     ToolResult,
     TurnSettings,
 )
+from toolloop.states.errors import ToolloopError
 
 T = TypeVar("T")
 log = logging.getLogger("toolloop")
@@ -84,12 +85,18 @@ Observer = Callable[[IterationState, Event, Step], None]
 Outcome = GenerationTurnResult | Exception
 
 
-class ToolLoopError(RuntimeError):
-    """The loop ended by raising (SPEC 9: the tool error loop under user impersonation)."""
+class ImpersonationAborted(ToolloopError, RuntimeError):
+    """A turn under user impersonation failed too many tool calls in a row (SPEC 9).
 
-    def __init__(self, kind: fx.ErrorKind, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+    The loop raises it instead of returning a result: no notice may speak for
+    the impersonated user.
+    """
+
+
+#: The error each `RaiseError` kind of the core is raised as.
+RAISES: dict[fx.ErrorKind, type[ToolloopError]] = {
+    fx.ErrorKind.IMPERSONATION_ABORTED: ImpersonationAborted
+}
 
 
 async def run_tool_loop(
@@ -108,7 +115,7 @@ async def run_tool_loop(
     on_event: HostObserver | None = None,
     attempt: int = 0,
 ) -> GenerationTurnResult:
-    """Run one generation attempt to its result (or its `ToolLoopError`).
+    """Run one generation attempt to its result (or the error it raises, `ImpersonationAborted`).
 
     `catalog` defaults to the shipped notices, `stash` to an empty stash (a bot
     passes the one its enrichment tools put items into). `on_event` gets the
@@ -459,7 +466,7 @@ class _Interpreter:
             if isinstance(last, fx.Finish):
                 return last.result
             if isinstance(last, fx.RaiseError):
-                raise ToolLoopError(last.kind, last.message)
+                raise RAISES[last.kind](last.message)
             answer = self._perform(last)
             event = _answer(last, None if answer is None else await answer)
 

@@ -36,6 +36,7 @@ import attrs
 import cattrs
 
 from toolloop.states import JsonObject
+from toolloop.states.errors import ToolloopError
 
 __all__ = ["Secret", "SignatureError", "TypedTool", "takes_arguments_dict", "typed_tool"]
 
@@ -63,7 +64,7 @@ _MAPPING_HELP: Final = (
 )
 
 
-class SignatureError(TypeError):
+class SignatureError(ToolloopError, TypeError):
     """The function's signature cannot be turned into a parameters schema."""
 
     def __init__(self, where: str, problem: str) -> None:

@@ -36,6 +36,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
 from toolloop.states import JsonObject
+from toolloop.states.errors import ToolloopError
 from toolloop.states.json_policy import JsonInputError, check_json
 
 #: Keywords whose values are data, not schemas: never searched for `$ref` or patterns.
@@ -44,7 +45,7 @@ _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 QUOTE_CHARS = 120
 
 
-class ToolSchemaError(ValueError):
+class ToolSchemaError(ToolloopError, ValueError):
     """A tool was registered with a name or a parameters schema the registry cannot use."""
 
     def __init__(self, tool: str, problem: str, where: str = "") -> None:

@@ -24,6 +24,7 @@ from toolloop.states import (
     TurnSettings,
     TurnStatus,
 )
+from toolloop.states.errors import ToolloopError
 
 NUDGE_KIND = "verbatim_nudge"
 NUDGE = (
@@ -47,7 +48,7 @@ class Attempt:
     """The server enabled verbatim tool calling for this endpoint."""
 
 
-class RetryableError(Exception):
+class RetryableError(ToolloopError):
     """An exception after which the next attempt of the chain may still succeed."""
 
 

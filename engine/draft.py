@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from toolloop.states import IterationState
+from toolloop.states.errors import ToolloopError
 
 FIELDS = tuple(field.name for field in attrs.fields(IterationState))
 _COUNT = len(FIELDS)
 
 
-class UnknownField(AttributeError):
+class UnknownField(ToolloopError, AttributeError):
     """A draft was given an attribute that is not a field of `IterationState`."""
 
     def __init__(self, names: list[str]) -> None:

@@ -25,11 +25,12 @@ from toolloop.engine.events import Event
 from toolloop.engine.guards import CONTEXTS, Context, Fact, Guard
 from toolloop.engine.table import ROWS, Move, Row
 from toolloop.states import ContextState, IterationState, LoopConfig, Phase, TurnSettings
+from toolloop.states.errors import ToolloopError
 
 __all__ = ["InvalidEvent", "Step", "initial_state", "step"]
 
 
-class InvalidEvent(RuntimeError):
+class InvalidEvent(ToolloopError, RuntimeError):
     """An event arrived in a phase that does not wait for it: a broken interpreter."""
 
     def __init__(self, phase: Phase, event: object) -> None:

@@ -24,6 +24,7 @@ from toolloop.engine.events import Event
 from toolloop.engine.step import InvalidEvent, initial_state, step
 from toolloop.states import LoopConfig, Phase, TurnSettings, json_policy
 from toolloop.states.convert import from_json, to_json
+from toolloop.states.errors import ToolloopError
 
 
 @attrs.frozen(kw_only=True)
@@ -46,7 +47,7 @@ class Trace:
     steps: tuple[TraceStep, ...] = ()
 
 
-class TraceError(ValueError):
+class TraceError(ToolloopError, ValueError):
     """A trace file that cannot be read: names the line and what was wrong."""
 
     def __init__(self, line: int, problem: str) -> None:

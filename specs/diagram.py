@@ -33,13 +33,14 @@ from pathlib import Path
 from toolloop.engine.trace import Trace, load_lines
 from toolloop.specs.machine import MACHINE, Declaration, Move
 from toolloop.states import Phase
+from toolloop.states.errors import ToolloopError
 
 FORMATS = ("mermaid", "dot", "svg", "png")
 Counts = Mapping[tuple[Phase, str], int]
 TAKEN_COLOR, UNTAKEN_COLOR = "#c2410c", "#9ca3af"
 
 
-class GraphvizMissing(RuntimeError):
+class GraphvizMissing(ToolloopError, RuntimeError):
     """SVG or PNG was asked for but Graphviz's `dot` is not on PATH."""
 
     def __init__(self, fmt: str) -> None:
@@ -49,7 +50,7 @@ class GraphvizMissing(RuntimeError):
         )
 
 
-class UndeclaredMove(ValueError):
+class UndeclaredMove(ToolloopError, ValueError):
     """A trace took a move the declaration does not have."""
 
 

@@ -36,6 +36,7 @@ from toolloop.engine.events import EVENT_TYPES, Event
 from toolloop.engine.guards import Guard, context
 from toolloop.engine.table import TABLE, Row
 from toolloop.states import IterationState, Phase
+from toolloop.states.errors import ToolloopError
 
 IDLE, STREAMING, DISPATCHING, TAKING_STASH, FINISHED = (
     Phase.IDLE,
@@ -102,7 +103,7 @@ class Declaration:
         return tuple(m for m in self.moves_from(source) if m.label == label)
 
 
-class DeclarationError(ValueError):
+class DeclarationError(ToolloopError, ValueError):
     """A declared machine is broken; `subject` names the phase or move at fault."""
 
     def __init__(self, subject: str, problem: str) -> None:

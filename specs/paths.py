@@ -29,6 +29,7 @@ from toolloop.specs.machine import (
     Move,
 )
 from toolloop.states import JsonObject, Phase
+from toolloop.states.errors import ToolloopError
 
 TOOL = "web_search"
 TOOL_SPEC: JsonObject = {
@@ -128,11 +129,11 @@ WITNESSES: dict[tuple[Phase, str], Witness | tuple[Witness, ...]] = {
 }
 
 
-class NoWitness(LookupError):
+class NoWitness(ToolloopError, LookupError):
     """A declared move has no witness, so no scenario can be built for it."""
 
 
-class ConflictingWitnesses(ValueError):
+class ConflictingWitnesses(ToolloopError, ValueError):
     """Two moves on one path need different values of the same setting."""
 
 

@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from toolloop.states.errors import ToolloopError
+
 __all__ = [
     "MAX_JSON_CHARS",
     "MAX_JSON_DEPTH",
@@ -35,7 +37,7 @@ MAX_JSON_DEPTH = 100
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class JsonInputError(ValueError):
+class JsonInputError(ToolloopError, ValueError):
     """JSON from outside broke the policy: says where it came from and what was wrong."""
 
     def __init__(

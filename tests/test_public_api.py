@@ -18,7 +18,7 @@ import toolloop
 
 PUBLIC = {
     # the loop and the generation turn
-    *("Attempt", "Observer", "RetryableError", "ToolLoopError"),
+    *("Attempt", "ImpersonationAborted", "Observer", "RetryableError", "ToolloopError"),
     *("run_generation_turn", "run_tool_loop"),
     # the tool registry and its decorator, typed tools' secret marker
     *("Secret", "ToolCall", "ToolExecution", "ToolRegistry", "ToolSchemaError"),
@@ -52,6 +52,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class TestTheNames:
+    def test_every_public_error_is_a_toolloop_error(self) -> None:
+        """One error family: each public exception class derives from `ToolloopError`."""
+        errors = [
+            value
+            for value in vars(toolloop).values()
+            if isinstance(value, type) and issubclass(value, BaseException)
+        ]
+        assert len(errors) >= 6
+        assert [e.__name__ for e in errors if not issubclass(e, toolloop.ToolloopError)] == []
+
     def test_all_is_exactly_the_public_api(self) -> None:
         """No public name disappears and none is added without being listed here."""
         assert sorted(toolloop.__all__) == sorted(PUBLIC)

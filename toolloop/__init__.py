@@ -12,7 +12,7 @@ cattrs and jsonschema.
 """
 
 from toolloop.effects.config import load_config
-from toolloop.effects.interpreter import Observer, ToolLoopError, run_tool_loop
+from toolloop.effects.interpreter import ImpersonationAborted, Observer, run_tool_loop
 from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.ports import (
@@ -92,6 +92,7 @@ from toolloop.states import (
     TurnSettings,
     TurnStatus,
 )
+from toolloop.states.errors import ToolloopError
 from toolloop.tools.model_server import ModelServer
 
 __all__ = [
@@ -115,6 +116,7 @@ __all__ = [
     "Finish",
     "FunctionCall",
     "GenerationTurnResult",
+    "ImpersonationAborted",
     "IncrementFollowUpCount",
     # the pure core: step, its state, events, effects
     "InvalidEvent",
@@ -168,13 +170,13 @@ __all__ = [
     "ToolExecution",
     "ToolHistoryEntry",
     "ToolInvocation",
-    "ToolLoopError",
     "ToolRegistry",
     "ToolRegistryPort",
     "ToolResult",
     "ToolSchemaError",
     "ToolSettled",
     "ToolSpec",
+    "ToolloopError",
     # traces
     "Trace",
     "TraceError",

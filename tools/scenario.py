@@ -31,11 +31,12 @@ from toolloop.states import (
     TurnSettings,
     json_policy,
 )
+from toolloop.states.errors import ToolloopError
 
 E = TypeVar("E", bound=enum.Enum)
 
 
-class ScenarioError(ValueError):
+class ScenarioError(ToolloopError, ValueError):
     """A scenario file that cannot be run: where in it, and what was expected there."""
 
     def __init__(self, file: str, path: str, expected: str, got: str) -> None:

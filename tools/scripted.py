@@ -30,6 +30,7 @@ from toolloop.states import (
     StreamStatus,
     ToolResult,
 )
+from toolloop.states.errors import ToolloopError
 from toolloop.tools.scenario import Scenario, ScriptedResult, ScriptedStream, ScriptedTool
 
 T = TypeVar("T")
@@ -38,15 +39,15 @@ FOLLOW_UP_AFTER_S = 1.0
 """When a scripted follow-up arrives after the stream's text: below any inactivity timeout."""
 
 
-class ScriptedProviderError(RuntimeError):
+class ScriptedProviderError(ToolloopError, RuntimeError):
     """The error a `{"raise": ...}` stream makes the provider call raise."""
 
 
-class ScriptedToolError(RuntimeError):
+class ScriptedToolError(ToolloopError, RuntimeError):
     """The exception a `{"raise": ...}` result makes the tool raise."""
 
 
-class ChannelRefusedError(RuntimeError):
+class ChannelRefusedError(ToolloopError, RuntimeError):
     """What the scripted channel raises for a stream's `channel_fails`."""
 
 

@@ -30,6 +30,7 @@ from anyio.abc import TaskGroup
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
 from toolloop.effects.discord.split import cut_page
 from toolloop.effects.ports import Notice, StreamSpan
+from toolloop.states.errors import ToolloopError
 
 log = logging.getLogger("toolloop.discord")
 COLOURS = {
@@ -40,7 +41,7 @@ COLOURS = {
 """The embed colour of each notice level."""
 
 
-class DeliveryError(RuntimeError):
+class DeliveryError(ToolloopError, RuntimeError):
     """Discord refused or failed a send: the stream ends `error` with this (SPEC 5)."""
 
     def __init__(self, channel_id: int, what: str, error: discord.HTTPException) -> None:

@@ -25,6 +25,7 @@ from toolloop.effects.ports import Provider, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.states import ContextItem, GenerationTurnResult, Sticker, TurnSettings
 from toolloop.states import Persona as TurnPersona
+from toolloop.states.errors import ToolloopError
 
 log = logging.getLogger("toolloop.discord")
 N = TypeVar("N", int, float)
@@ -42,7 +43,7 @@ SYSTEM = (
 )
 
 
-class MissingSetting(ValueError):
+class MissingSetting(ToolloopError, ValueError):
     """A required environment variable is not set; the message names it."""
 
 

@@ -29,7 +29,7 @@ from tests.effects.harness import (
     silent,
 )
 from toolloop.effects import interpreter
-from toolloop.effects.interpreter import ToolLoopError
+from toolloop.effects.interpreter import ImpersonationAborted
 from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import (
     KillHandle,
@@ -39,7 +39,6 @@ from toolloop.effects.ports import (
     ToolInvocation,
 )
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.engine.effects import ErrorKind
 from toolloop.engine.events import ToolSettled
 from toolloop.engine.step import Step, step
 from toolloop.states import (
@@ -481,20 +480,20 @@ class TestFinalEffects:
     """The loop returns `Finish`, raises `RaiseError` and refuses effects it does not know."""
 
     def test_the_tool_error_loop_under_impersonation_raises(self) -> None:
-        """Impersonation turns the error cap into a `ToolLoopError` with the abort message."""
+        """Impersonation turns the error cap into `ImpersonationAborted` with the abort message."""
         host = Host(
             provider=ScriptProvider(calling("search")),
             turn=TurnSettings(user_impersonation=True),
         )
         with_tool(host, failing_tool("nope"))
 
-        async def main() -> ToolLoopError:
-            with pytest.raises(ToolLoopError, match="impersonation") as raised:
+        async def main() -> ImpersonationAborted:
+            with pytest.raises(ImpersonationAborted, match="impersonation") as raised:
                 await host.run()
             return raised.value
 
         error = run_on("trio", main)
-        assert error.kind is ErrorKind.IMPERSONATION_ABORTED
+        assert str(error).startswith("User impersonation aborted")
         assert host.leftovers() == []
 
     def test_an_unknown_effect_is_a_type_error_naming_it(

@@ -46,7 +46,7 @@ from tests.effects.harness import (
     registrations,
     silent,
 )
-from toolloop.effects.interpreter import ToolLoopError, run_tool_loop
+from toolloop.effects.interpreter import ImpersonationAborted, run_tool_loop
 from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.specs.invariants import registrations_cleaned_up
@@ -149,7 +149,7 @@ class Soak:
                     control=control,
                 )
                 status = result.status.value
-            except (ProviderBroke, ToolLoopError) as error:
+            except (ProviderBroke, ImpersonationAborted) as error:
                 status = f"raised {type(error).__name__}"
             users.cancel_scope.cancel()
         self.statuses[status] = self.statuses.get(status, 0) + 1

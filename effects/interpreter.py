@@ -68,6 +68,7 @@ from toolloop.states import (
     IterationState,
     LoopConfig,
     StreamError,
+    StreamingContext,
     StreamResult,
     StreamStatus,
     ToolContext,
@@ -486,7 +487,7 @@ class _Interpreter:
     # -- stage 02 --------------------------------------------------------------------------
 
     async def _dispatch(self, effect: fx.DispatchTool) -> ToolSettled:
-        context = effect.context
+        context = attrs.evolve(effect.context, streaming=self._streaming_context())
         invocation = ToolInvocation(
             killed=self.control.killed, notify=self._progress_notice(context)
         )
@@ -494,6 +495,17 @@ class _Interpreter:
         call = _ToolCall(effect, self._runner, self._alarm, timeout)
         work = self.registry.execute(effect.call, context, invocation)
         return self._tool_settled(call, await self._call(call, work))
+
+    def _streaming_context(self) -> StreamingContext:
+        """The live stream the call being dispatched came from (SPEC 6 step 3)."""
+        state = self._state
+        assert state.pending is not None, "a dispatch always holds its call"
+        return StreamingContext(
+            reply_to=self.reply_to,
+            identity=self._identity(),
+            pre_tool_text=state.pending.stream.accumulated_text,
+            text_suppressed=state.suppress_text_output,
+        )
 
     @property
     def _tool_timeout_ms(self) -> int:

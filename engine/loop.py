@@ -231,7 +231,9 @@ def _function_call(draft: Draft, state: IterationState, event: StreamEnded) -> S
         return _refuse_truncated(draft, stream, call, name, effects)
     if guards.tool_blocked(state, event):
         return _refuse_blocked(draft, stream, call, name, effects)
-    context = tool_call.tool_context(draft.turn, draft.iteration, draft.short_term_memory_updated)
+    context = tool_call.tool_context(
+        draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
+    )
     effects.append(DispatchTool(call=tool_call.renamed(call, name), context=context))
     draft.phase = Phase.DISPATCHING
     draft.pending = PendingCall(stream=stream, name=name)

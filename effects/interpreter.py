@@ -47,6 +47,7 @@ from toolloop.effects.ports import (
     Channel,
     Notice,
     Provider,
+    StreamingContext,
     StreamRequest,
     ToolInvocation,
     ToolRegistry,
@@ -68,7 +69,6 @@ from toolloop.states import (
     IterationState,
     LoopConfig,
     StreamError,
-    StreamingContext,
     StreamResult,
     StreamStatus,
     ToolContext,
@@ -487,9 +487,11 @@ class _Interpreter:
     # -- stage 02 --------------------------------------------------------------------------
 
     async def _dispatch(self, effect: fx.DispatchTool) -> ToolSettled:
-        context = attrs.evolve(effect.context, streaming=self._streaming_context())
+        context = effect.context
         invocation = ToolInvocation(
-            killed=self.control.killed, notify=self._progress_notice(context)
+            killed=self.control.killed,
+            notify=self._progress_notice(context),
+            streaming=self._streaming_context(),
         )
         timeout = self._tool_timeout_ms / 1000
         call = _ToolCall(effect, self._runner, self._alarm, timeout)

@@ -17,13 +17,7 @@ from toolloop.states.results import (
     ThoughtLogOwner,
     TurnStatus,
 )
-from toolloop.states.tools import (
-    StreamingContext,
-    ToolContext,
-    ToolHistoryEntry,
-    ToolResult,
-    ToolSpec,
-)
+from toolloop.states.tools import ToolContext, ToolHistoryEntry, ToolResult, ToolSpec
 from toolloop.states.turn import (
     ApiFamily,
     ContextItem,
@@ -57,7 +51,6 @@ __all__ = [
     "StreamError",
     "StreamResult",
     "StreamStatus",
-    "StreamingContext",
     "ThoughtLogOwner",
     "ToolContext",
     "ToolHistoryEntry",

@@ -44,24 +44,6 @@ class ToolHistoryEntry:
         return self.function_response["response"]["result"]
 
 
-@attrs.frozen(kw_only=True)
-class StreamingContext:
-    """The stream a tool call came from, live in the channel (SPEC 6, step 3).
-
-    What a tool that delivers the reply itself needs to speak in the same place,
-    under the same identity, after what the model already said.
-    """
-
-    reply_to: str | None
-    """The message the turn's reply answers; None for scene turns."""
-    identity: str | None
-    """The persona's webhook identity the turn speaks as; None for the bot's own."""
-    pre_tool_text: str
-    """What the stream said before asking for the tool."""
-    text_suppressed: bool
-    """That text was kept out of the channel (a NovelAI retry)."""
-
-
 @attrs.frozen(kw_only=True, slots=False)
 class ToolContext:
     """What a tool is told about its turn (SPEC 6, step 3)."""
@@ -83,8 +65,6 @@ class ToolContext:
     """Tools the registry must refuse as not available for the current turn."""
     context_items: tuple[ContextItem, ...] = ()
     """The attempt's context as it is now, enrichment from restarts included."""
-    streaming: StreamingContext | None = None
-    """The live stream the call came from; the interpreter fills it in when it dispatches."""
 
     @property
     def provider_name(self) -> str:

@@ -1,4 +1,8 @@
-"""What a running tool is told (SPEC 6 step 3): the live stream and the live context."""
+"""What a running tool is told (SPEC 6 step 3): the live stream and the live context.
+
+The live context items are the engine's (`ToolContext.context_items`); the
+stream the call came from is the interpreter's (`ToolInvocation.streaming`).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from tests.effects.harness import (
     completed,
     run_on,
 )
+from toolloop.effects.ports import StreamingContext
 from toolloop.effects.registry import ToolCall
 from toolloop.states import (
     ApiFamily,
@@ -23,7 +28,6 @@ from toolloop.states import (
     GenerationTurnResult,
     JsonObject,
     ProviderDescriptor,
-    StreamingContext,
     ToolContext,
     ToolResult,
     TurnSettings,
@@ -41,9 +45,11 @@ class Recorder:
     def __init__(self, *results: ToolResult) -> None:
         self.results = results
         self.seen: list[ToolContext] = []
+        self.streams: list[StreamingContext | None] = []
 
     async def __call__(self, args: JsonObject, call: ToolCall) -> ToolResult:
         self.seen.append(call.context)
+        self.streams.append(call.invocation.streaming)
         return self.results[min(len(self.seen), len(self.results)) - 1]
 
     def run(self, backend: Backend, *scripts: Script, **host: Any) -> GenerationTurnResult:
@@ -65,7 +71,7 @@ class TestToolContext:
         scripts = (calling("search", text="Let me look."), completed())
         result = tool.run(backend, *scripts, reply_to="trigger-7")
         assert result.status is TurnStatus.COMPLETED
-        assert tool.seen[0].streaming == StreamingContext(
+        assert tool.streams[0] == StreamingContext(
             reply_to="trigger-7",
             identity="Tomo",
             pre_tool_text="Let me look.",
@@ -77,7 +83,7 @@ class TestToolContext:
         tool = Recorder(ToolResult(success=False, error="upstream 503"), OK)
         scripts = (calling("search", text="Sure."), calling("search", text="Again."), completed())
         tool.run(backend, *scripts, turn=TurnSettings(provider=NOVELAI))
-        assert [(c.streaming.pre_tool_text, c.streaming.text_suppressed) for c in tool.seen] == [
+        assert [(s.pre_tool_text, s.text_suppressed) for s in tool.streams if s] == [
             ("Sure.", False),
             ("Again.", True),
         ]

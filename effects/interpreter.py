@@ -43,12 +43,14 @@ from anyio import TaskHandle
 from anyio.abc import TaskGroup
 
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
+from toolloop.effects.observe import HostObserver, NoticeShown, host_events
 from toolloop.effects.ports import (
     Channel,
     Notice,
     Provider,
     StreamingContext,
     StreamRequest,
+    StreamSpan,
     ToolInvocation,
     ToolRegistry,
     TurnControl,
@@ -104,11 +106,15 @@ async def run_tool_loop(
     reply_to: str | None = None,
     verbatim: bool = False,
     observer: Observer | None = None,
+    on_event: HostObserver | None = None,
+    attempt: int = 0,
 ) -> GenerationTurnResult:
     """Run one generation attempt to its result (or its `ToolLoopError`).
 
     `catalog` defaults to the shipped notices, `stash` to an empty stash (a bot
-    passes the one its enrichment tools put items into).
+    passes the one its enrichment tools put items into). `on_event` gets the
+    typed host events (`toolloop.effects.observe`); `attempt` is this attempt's
+    index in the fallback chain, which names its streams.
     """
     async with anyio.create_task_group() as runners:
         interpreter = _Interpreter(
@@ -123,6 +129,8 @@ async def run_tool_loop(
             reply_to=reply_to,
             verbatim=verbatim,
             observer=observer,
+            on_event=on_event,
+            attempt=attempt,
             runners=runners,
         )
         outcome = await interpreter.supervise()
@@ -233,6 +241,7 @@ class _Sink(_Call):
         "failure",
         "interrupted",
         "parts",
+        "span",
     )
 
     def __init__(
@@ -241,13 +250,14 @@ class _Sink(_Call):
         runner: TaskHandle[None],
         alarm: _Alarm,
         channel: Channel,
-        reply_to: str | None,
+        span: StreamSpan,
         timeout: float,
     ) -> None:
         super().__init__(effect, runner, alarm, anyio.current_time() + timeout)
-        self._channel, self._reply_to, self._timeout = channel, reply_to, timeout
+        self._channel, self._reply_to, self._timeout = channel, span.reply_to, timeout
         self._suppressed = effect.suppress_text_output
         self.parts: list[str] = []
+        self.span = span
         self.interrupted = False
         """A follow-up ended the stream (SPEC 5)."""
         self.failure: Exception | None = None
@@ -299,6 +309,8 @@ class _Interpreter:
     reply_to: str | None
     verbatim: bool
     observer: Observer | None
+    on_event: HostObserver | None
+    attempt: int
     runners: TaskGroup
     _alarm: _Alarm = attrs.field(init=False, factory=_Alarm)
     _outcome: Outcome | None = attrs.field(init=False, default=None)
@@ -414,6 +426,9 @@ class _Interpreter:
             out = step(state, event)
             if observer is not None:
                 observer(state, event, out)
+            if self.on_event is not None:
+                for shown in host_events(self.attempt, state, event, out, self.registry.redact):
+                    self.on_event(shown)
             state = self._state = out.state
             *fire_and_forget, last = out.effects
             for effect in fire_and_forget:
@@ -466,12 +481,20 @@ class _Interpreter:
         self.control.deregister_kill(call)
         self._current = None
         call.close()
+        if isinstance(call, _Sink):  # released once per call, on every path
+            self.channel.stream_ended(call.span)
 
     # -- stage 01 --------------------------------------------------------------------------
 
     async def _stream_once(self, effect: fx.StreamOnce) -> StreamEnded:
         timeout = self.config.stream_sdk_call_timeout_ms / 1000
-        sink = _Sink(effect, self._runner, self._alarm, self.channel, self.reply_to, timeout)
+        span = StreamSpan(
+            attempt=self.attempt,
+            iteration=effect.iteration,
+            reply_to=self.reply_to,
+            suppressed=effect.suppress_text_output,
+        )
+        sink = _Sink(effect, self._runner, self._alarm, self.channel, span, timeout)
         if not self._chain_active and self.control.pending_request() is StopRequest.FOLLOW_UP:
             sink.interrupt()  # a follow-up pending when the stream starts ends it at once
         request = StreamRequest(
@@ -481,6 +504,7 @@ class _Interpreter:
             reply_to=self.reply_to,
             verbatim=self.verbatim,
         )
+        self.channel.stream_started(span)
         result = await self._call(sink, self.provider.stream(request, sink))
         return StreamEnded(result=result, stop=self.control.pending_request())
 
@@ -570,6 +594,9 @@ class _Interpreter:
             await send(notice)
         except Exception:
             log.exception("could not send the %s notice", notice.key)
+        else:
+            if self.on_event is not None:
+                self.on_event(NoticeShown(attempt=self.attempt, notice=notice))
 
     def _identity(self) -> str | None:
         """The persona's webhook identity; None (the bot's own) under user impersonation."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import anyio
 import attrs
 
-from toolloop.effects.ports import KillHandle, Notice
+from toolloop.effects.ports import KillHandle, Notice, StreamSpan
 from toolloop.engine.events import StopRequest
 
 REGISTRATION_LOG = 1000
@@ -135,10 +135,25 @@ class RecordingChannel:
     ids: list[str] = attrs.field(factory=list)
     every_notice: list[Notice] = attrs.field(factory=list)
     """Visible and hidden notices together, in the order they were sent."""
+    streams: dict[StreamSpan, str] = attrs.field(factory=dict)
+    """Each stream's text, as one message per stream: every stream started, in order."""
+    ended: list[StreamSpan] = attrs.field(factory=list)
+    """Every stream ended, in order."""
+    _open: StreamSpan | None = attrs.field(default=None, init=False)
+
+    def stream_started(self, stream: StreamSpan) -> None:
+        self.streams[stream] = ""
+        self._open = stream
+
+    def stream_ended(self, stream: StreamSpan) -> None:
+        self.ended.append(stream)
+        self._open = None
 
     async def send_text(self, text: str, *, reply_to: str | None) -> None:
         self.texts.append(text)
         self.ids.append(f"m{len(self.ids) + 1}")
+        if self._open is not None:
+            self.streams[self._open] += text
 
     async def send_notice(self, notice: Notice) -> None:
         self.notices.append(notice)

@@ -136,8 +136,31 @@ class Notice:
     """The persona's webhook identity when the turn speaks as one; None for the bot."""
 
 
+@attrs.frozen(kw_only=True)
+class StreamSpan:
+    """One stream of a turn, as the channel sees it: its attempt and iteration are its identity."""
+
+    attempt: int
+    """The index of the attempt in the generation turn's fallback chain (0 first)."""
+    iteration: int
+    reply_to: str | None = None
+    """The message the stream's text replies to; None for scene turns."""
+    suppressed: bool = False
+    """The stream's text is suppressed (NovelAI retry): nothing of it reaches `send_text`."""
+
+
 class Channel(Protocol):
-    """Where the turn's text and notices appear."""
+    """Where the turn's text and notices appear.
+
+    Each stream's text arrives between `stream_started` and `stream_ended`, so a
+    chat adapter can give each stream its own message and flush it at the end.
+    """
+
+    def stream_started(self, stream: StreamSpan) -> None:
+        """A stream begins; its text follows (synchronous: it must not block)."""
+
+    def stream_ended(self, stream: StreamSpan) -> None:
+        """The stream is over on every path (end, kill, timeout, failure); it must not block."""
 
     async def send_text(self, text: str, *, reply_to: str | None) -> None:
         """Deliver a chunk of streamed, visible reply text.

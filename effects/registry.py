@@ -30,13 +30,14 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import anyio
 import attrs
 from jsonschema.protocols import Validator
 
 from toolloop.effects.ports import ToolInvocation
+from toolloop.effects.signature import SignatureError, takes_arguments_dict, typed_tool
 from toolloop.effects.tool_schema import ToolSchemaError as ToolSchemaError
 from toolloop.effects.tool_schema import check_parameters as check_parameters
 from toolloop.effects.tool_schema import problems
@@ -88,6 +89,8 @@ class ToolCall:
 
 ToolReturn: TypeAlias = ToolResult | JsonObject | None
 ToolFunction: TypeAlias = Callable[[JsonObject, ToolCall], Awaitable[ToolReturn]]
+AnyToolFunction = TypeVar("AnyToolFunction", bound=Callable[..., Awaitable[ToolReturn]])
+"""The dict form `(args, call)` or a typed function (`toolloop.effects.signature`)."""
 ProviderGate: TypeAlias = Callable[[ProviderDescriptor], bool]
 TurnGate: TypeAlias = Callable[[ToolContext], bool]
 FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
@@ -141,7 +144,7 @@ class ToolRegistry:
 
     def register(
         self,
-        function: ToolFunction,
+        function: Callable[..., Awaitable[ToolReturn]],
         *,
         name: str | None = None,
         parameters: JsonObject | None = None,
@@ -153,13 +156,23 @@ class ToolRegistry:
         """Add a tool; its schema is checked here, once, and a bad one raises `ToolSchemaError`.
 
         `name` defaults to the function's name, `description` to its docstring,
-        `parameters` to an object schema without properties. `providers` is the
-        API families that support the tool (or a predicate over the provider;
-        None: all). `available` is a predicate over the turn's `ToolContext`.
+        `parameters` to an object schema without properties, or, for a typed
+        function (not `(args, call)`), to the schema its signature implies
+        (`toolloop.effects.signature`); it is then called with typed arguments.
+        `providers` is the API families that support the tool (or a predicate
+        over the provider; None: all). `available` is a predicate over the turn's
+        `ToolContext`.
         """
         tool_name = function.__name__ if name is None else name
         if tool_name in self._tools:
             raise ToolSchemaError(tool_name, "is already registered", "name")
+        if parameters is None and not takes_arguments_dict(function):
+            try:
+                typed = typed_tool(function, ToolCall)
+            except SignatureError as error:
+                raise ToolSchemaError(tool_name, error.problem, error.where) from None
+            function, parameters = typed.run, typed.parameters
+            description = typed.description if description is None else description
         schema = {"type": "object", "properties": {}} if parameters is None else parameters
         tool = RegisteredTool(
             spec=ToolSpec(
@@ -176,10 +189,10 @@ class ToolRegistry:
         self._tools[tool_name] = tool
         return tool
 
-    def tool(self, **options: Any) -> Callable[[ToolFunction], ToolFunction]:
+    def tool(self, **options: Any) -> Callable[[AnyToolFunction], AnyToolFunction]:
         """Decorator form of `register`, taking the same keyword options."""
 
-        def decorate(function: ToolFunction) -> ToolFunction:
+        def decorate(function: AnyToolFunction) -> AnyToolFunction:
             self.register(function, **options)
             return function
 
@@ -247,7 +260,8 @@ class ToolRegistry:
 
     def _unknown(self, name: str) -> str:
         known = ", ".join(self._tools) or "none"
-        return f'unknown tool "{name}"; the available tools are: {known}'
+        shown = name if len(name) <= 64 else f"{name[:64]}…"  # 64: the longest valid name
+        return f'unknown tool "{shown}"; the available tools are: {known}'
 
     def _record(self, call: FunctionCall, running: _Running, duration: float) -> None:
         result = running.result
@@ -268,9 +282,14 @@ def _refusal(
 ) -> str | None:
     """Why a gate or the schema refuses the call, in the order SPEC 6 step 6 gives."""
     name = tool.spec.name
-    if not tool.supports(provider):
+    try:
+        supported = tool.supports(provider)
+        available = name not in context.unavailable_for_turn and tool.available(context)
+    except Exception as error:  # the bot's own gate failed: the call cannot be allowed
+        return f'tool "{name}" cannot be checked: its gate raised {type(error).__name__}'
+    if not supported:
         return f'tool "{name}" is not available for provider {context.provider_name}'
-    if name in context.unavailable_for_turn or not tool.available(context):
+    if not available:
         return f'tool "{name}" is not available for the current turn, do not retry it this turn'
     try:
         check_json(args, where="arguments")
@@ -291,7 +310,8 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
     try:
         returned = await tool.function(args, call)
     except Exception as error:
-        message = _shorten(str(error), MAX_ERROR_CHARS)
+        text = str(error).encode("utf-8", "replace").decode()  # a lone surrogate becomes "?"
+        message = _shorten(text, MAX_ERROR_CHARS)
         return _failure(f'tool "{call.name}" raised {type(error).__name__}: {message}')
     if returned is None:
         return ToolResult(success=True)
@@ -306,12 +326,23 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
 
 
 def _checked(name: str, result: ToolResult) -> ToolResult:
-    """`result` if its data is JSON, with data beyond `MAX_RESULT_CHARS` cut; else a failure."""
+    """`result` if what the model reads of it is JSON, cut to `MAX_RESULT_CHARS`; else a failure.
+
+    The data is cut as JSON text; `error` and `message` as text.
+    """
     try:
-        check_json(result.data, where="data")
-        check_json(result.image_metadata, where="image_metadata")
-    except JsonInputError as error:
-        return _failure(f'tool "{name}" returned {error.where} that is not JSON: {error.problem}')
+        for field in ("data", "image_metadata", "error", "message"):
+            check_json(getattr(result, field), where=field)
+    except JsonInputError as refused:
+        return _failure(
+            f'tool "{name}" returned {refused.where} that is not JSON: {refused.problem}'
+        )
+    cut: dict[str, Any] = {
+        field: _shorten(text, MAX_RESULT_CHARS)
+        for field in ("error", "message")
+        if (text := getattr(result, field)) is not None and len(text) > MAX_RESULT_CHARS
+    }
+    result = attrs.evolve(result, **cut) if cut else result
     text = json.dumps(result.data, ensure_ascii=False)
     if len(text) <= MAX_RESULT_CHARS:
         return result

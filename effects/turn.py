@@ -15,6 +15,7 @@ import attrs
 
 from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.notices import NoticeCatalog
+from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import Channel, Provider, ToolRegistry, TurnControl
 from toolloop.effects.stash import ContextStash
 from toolloop.engine.config import load_config
@@ -77,16 +78,17 @@ async def run_generation_turn(
     stash: ContextStash | None = None,
     reply_to: str | None = None,
     observer: Observer | None = None,
+    on_event: HostObserver | None = None,
 ) -> GenerationTurnResult:
     """Run the attempts in order until one ends other than `error` or `timeout`.
 
     A superseded attempt's delivered messages are deleted before the next one
     speaks. The last attempt's result (or exception) is the turn's. The notice
     catalog, the context stash (one for the whole turn, so an item a tool put
-    aside in one attempt can be taken in the next), the reply target and the
-    observer (every step of every attempt) reach each attempt's
-    `run_tool_loop` as they are. An attempt without its own configuration
-    runs with the environment's, read once for the turn.
+    aside in one attempt can be taken in the next), the reply target, the
+    observer (every step of every attempt) and `on_event` (their host events)
+    reach each attempt's `run_tool_loop` as they are. An attempt without its
+    own configuration runs with the environment's, read once for the turn.
     """
     if not attempts:
         raise ValueError("run_generation_turn needs at least one attempt")
@@ -118,6 +120,8 @@ async def run_generation_turn(
                 reply_to=reply_to,
                 verbatim=verbatim,
                 observer=observer,
+                on_event=on_event,
+                attempt=index,
             )
         except RetryableError:
             if last:

@@ -1,24 +1,21 @@
-"""Configuration from the environment (SPEC section 2): never crashes on a bad value.
+"""Configuration parsing (SPEC section 2): never crashes on a bad value.
 
 A missing or blank value takes the default silently; a value that is not a
 decimal integer, or is outside its range, takes the default and is reported
 once as a `ConfigWarning` naming the variable, the bad value (shortened when
-huge) and the value used, both returned and logged at WARNING when loaded.
-The maximums keep every later use in range: a timeout in milliseconds of at
-most a day converts to seconds and deadlines without overflow, and a number
-of digits no larger than needed is never handed to `int`.
+huge) and the value used. The maximums keep every later use in range: a
+timeout in milliseconds of at most a day converts to seconds and deadlines
+without overflow, and a number of more digits than the maximum has is never
+handed to `int`. Parsing is pure; `toolloop.effects.config.load_config` reads
+the process environment and logs the warnings.
 """
 
-import logging
-import os
 import re
 from collections.abc import Mapping
 
 import attrs
 
 from toolloop.states import ConfigWarning, LoopConfig
-
-log = logging.getLogger(__name__)
 
 _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
 _DAY_MS = 24 * 60 * 60 * 1000
@@ -69,27 +66,18 @@ class LoadedConfig:
     warnings: tuple[ConfigWarning, ...] = ()
 
 
-def load_config(env: Mapping[str, object] | None = None) -> LoadedConfig:
-    """Read every variable from `env` (default: the process environment); log each warning."""
-    source: Mapping[str, object] = os.environ if env is None else env
+def parse_config(env: Mapping[str, object]) -> LoadedConfig:
+    """Read every variable from `env`: the configuration and a warning per invalid value."""
     defaults = LoopConfig()
     values: dict[str, int] = {}
     warnings: list[ConfigWarning] = []
     for name, variable in VARIABLES.items():
         default: int = getattr(defaults, variable.field)
-        raw = source.get(name)
+        raw = env.get(name)
         value = _parse(raw, variable)
         if value is None:
             if raw is not None and (text := _text(raw)).strip():
                 warnings.append(ConfigWarning(variable=name, value=text, used=default))
-                log.warning(
-                    "%s=%s is not an integer from %d to %d; using %d",
-                    name,
-                    warnings[-1].value,
-                    variable.minimum,
-                    variable.maximum,
-                    default,
-                )
             value = default
         values[variable.field] = value
     return LoadedConfig(config=LoopConfig(**values), warnings=tuple(warnings))

@@ -6,21 +6,24 @@ The parser is fed the visible text of one stream, chunk by chunk, and sorts it i
 text* and *calls*. It keeps one candidate at a time: the text from the earliest point where a
 call could still start. Everything before that point is visible at once; the candidate is
 *held* until it becomes a call, fails (its text is released as visible, and the character that
-failed it is scanned afresh), or outgrows the cap.
+failed it is scanned afresh), or outgrows the cap. A name may start inside a failed word only
+after a character that is not an ASCII word character (``web-sear-search(``): only then is
+the held rest of that word, shorter than the cap, scanned again.
 
 Modes (``_Mode``): in ``PLAIN`` nothing is held and the scan jumps with ``str.find`` from one
-``(`` or backtick to the next; at a ``(`` it looks back for ``name[ \\t]*`` at a word boundary,
-and at the end of a chunk it holds a trailing word that is still a prefix of a name (or a full
-name and spaces). Every other mode reads one piece of a candidate with an anchored, possessive
-pattern (never a backtracking one), so each character is looked at a bounded number of times
-and the cost is linear in the stream, however it is chunked:
+``(`` or backtick to the next; at a ``(`` it looks back for ``name[ \\t\\r\\n]*`` at a word
+boundary, and at the end of a chunk it holds a trailing word that is still a prefix of a name
+(or a full name and whitespace). Every other mode reads one piece of a candidate with an
+anchored, possessive pattern (never a backtracking one), so each character is looked at a
+bounded number of times and the cost is linear in the stream, however it is chunked:
 
 * ``TICKS`` -> ``OPENED``: a run of backticks and the spaces after it. One or two backticks
   open an inline span, three or more may open a fence (its language tag is ``TAG``, then the
   end of the line, then any whitespace in ``FENCE_WS``).
-* ``NAME`` -> ``NAME_WS``: an identifier that is still a prefix of an exposed name, then spaces.
-* ``ARGS_START`` -> ``ARGS``: after ``(``, the first non-blank character must be able to begin
-  valid arguments; then parentheses are counted outside JSON strings (escapes honoured).
+* ``NAME`` -> ``NAME_WS``: an identifier that is still a prefix of an exposed name, then
+  spaces, tabs and newlines.
+* ``ARGS``: after ``(``, parentheses are counted outside JSON strings (escapes honoured) until
+  they balance; then the span is a call or, whole, visible text.
 * ``CLOSER``: a parsed call that a code opener wrapped waits for its closing backticks.
 
 Most chunks are prose, or a word held at the end of the last chunk that the next one shows
@@ -39,20 +42,22 @@ function_call=None)`` to drain everything. Feeding after ``flush`` is a ``Runtim
 
 Choices where SPEC 10 is silent
 -------------------------------
-* Word characters are Unicode letters, digits and ``_``, plus any other character that occurs in
-  an exposed name (``-`` for ``web-search``), so ``my-web-search(`` anchors nothing.
-* The whitespace between a name and ``(`` is spaces and tabs: a name that ends a line followed
-  by a parenthesis on the next one is prose, and a fence's language tag stays unambiguous.
-* The first non-blank character after ``(`` decides at once: ``{``, ``"`` (only for a tool whose
-  sole required parameter is a string) or ``)`` (only for a tool without required parameters);
-  anything else fails the candidate there, so prose like ``search (see below)`` is not held.
+* The word boundary is ASCII, as SPEC 10 says, whatever characters the names contain: ``-``
+  and ``.`` are boundaries, so ``my-web-search(`` anchors ``web-search`` (and ``x-search(``
+  anchors ``search``), and a name after a non-word character inside a fence's language tag
+  (a tag ``c.search`` followed by ``(``) anchors a bare call.
+* The whitespace between a name and ``(`` is ``[ \\t\\r\\n]``. After a fence's tag that is a
+  name, a newline, then ``(`` make the tag the call's name (the fence wraps the call).
+* Once anchored, a candidate is held until its parentheses balance, whatever follows the
+  ``(``: prose like ``search (see below)`` is held until its ``)``, then shown.
 * Arguments are strict JSON (``NaN`` and ``Infinity`` are refused). A call refused once its
   parentheses balance is released whole; scanning resumes after its ``)``.
 * Inline wrapper: backticks, then spaces. Fence: three or more backticks, an optional language
-  tag of word characters and ``+#.-``, the end of the line, then any whitespace. A fence with
-  more on its first line is not a wrapper: the call inside is still found, bare, and the fence
-  stays visible. The closer is as many backticks, after spaces (inline) or any whitespace
-  (fence); when it does not follow, the call stands and the whitespace is visible after it.
+  tag of (Unicode) word characters and ``+#.-``, the end of the line, then any whitespace. A
+  fence with more on its first line is not a wrapper: the call inside is still found, bare,
+  and the fence stays visible. The closer is as many backticks, after spaces (inline) or any
+  whitespace (fence); when it does not follow, the call stands and the whitespace is visible
+  after it.
 * ``max_buffer_chars`` bounds one candidate's held text, wrapper and closer included; the
   character that would exceed it releases the candidate and is scanned afresh.
 * A tool's sole required parameter is a string when its property schema says ``"type":
@@ -62,6 +67,7 @@ Choices where SPEC 10 is silent
 import enum
 import json
 import re
+import string
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -112,13 +118,16 @@ class _Mode(enum.Enum):
     FENCE_WS = enum.auto()  #: whitespace between the fence's first line and the name
     NAME = enum.auto()  #: an identifier that is still a prefix of an exposed name
     NAME_WS = enum.auto()  #: a full name and spaces, awaiting "("
-    ARGS_START = enum.auto()  #: after "(": blanks, then the first character picks the form
     ARGS = enum.auto()  #: the arguments, until the parentheses balance
     CLOSER = enum.auto()  #: a parsed call in code, awaiting its closing backticks
 
 
 _TICK_RUN: Final = re.compile(r"`*+")
 _SPACES: Final = re.compile(r"[ \t]*+")
+_GAP: Final = " \t\r\n"  # what may stand between a name and "("
+_GAP_RUN: Final = re.compile(r"[ \t\r\n]*+")
+_WORD: Final = frozenset(string.ascii_letters + string.digits + "_")  # no name starts after one
+_NOT_WORD: Final = re.compile(r"[^A-Za-z0-9_]")
 _BLANKS: Final = re.compile(r"\s*+")
 _STRING_STOP: Final = re.compile(r'["\\]')
 _ARGS_STOP: Final = re.compile(r'[()"]')
@@ -152,6 +161,9 @@ def _text_feed(text: str) -> Feed:
 _ONE_CHAR_FEEDS: Final[dict[str, Feed]] = {}  # shared text-only results of one character
 _ONE_CHAR_FEEDS_MAX: Final = 4096
 _NOTHING: Final = Feed(visible_text="", function_call=None)
+_WORD_MODES: Final = frozenset(
+    {_Mode.TAG, _Mode.TAG_WS, _Mode.FENCE_WS, _Mode.NAME, _Mode.NAME_WS}
+)  # modes whose held text ends in a word: a later name may start inside it
 _PLAIN: Final = _Mode.PLAIN  # module-level aliases: enum attribute lookups cost on the hot path
 _NAME: Final = _Mode.NAME
 _NAME_WS: Final = _Mode.NAME_WS
@@ -187,14 +199,15 @@ class VerbatimToolCallParser:
     """Split one stream's visible text into visible text and tool calls; see the module doc."""
 
     __slots__ = (
+        "_after_word",
         "_args_at",
+        "_breaks",
         "_call",
         "_cap",
         "_closer_ticks",
         "_depth",
         "_ended",
         "_escape",
-        "_extra",
         "_fenced",
         "_held",
         "_held_len",
@@ -204,18 +217,19 @@ class VerbatimToolCallParser:
         "_longest",
         "_mode",
         "_name_alive",
+        "_name_chars",
         "_names",
         "_no_args",
         "_out",
         "_paren_at",
         "_prefixes",
-        "_prev_id",
         "_steps",
         "_string_param",
         "_tag_run",
         "_tick_at",
         "_ticks",
         "_word",
+        "_word_at",
     )
 
     _mode: _Mode
@@ -237,10 +251,12 @@ class VerbatimToolCallParser:
         self._prefixes = frozenset(n[:k] for n in self._names for k in range(1, len(n) + 1))
         self._lengths = sorted({len(n) for n in self._names}, reverse=True)
         self._longest = max(self._lengths, default=0)
-        self._extra = "_" + "".join(sorted({c for n in self._names for c in n if not c.isalnum()}))
-        word = "\\w" + re.escape(self._extra)
-        self._id_run = re.compile(f"[{word}]*+")
-        self._tag_run = re.compile(f"[{word}{re.escape(_TAG_ONLY)}]*+")
+        # characters of names that are not word characters ("-" in "web-search"): a name may
+        # start right after one, inside what is read as one identifier
+        self._breaks = "".join(sorted({c for n in self._names for c in n} - _WORD))
+        self._name_chars = _WORD | frozenset(self._breaks)
+        self._id_run = re.compile(f"[A-Za-z0-9_{re.escape(self._breaks)}]*+")
+        self._tag_run = re.compile(f"[\\w{re.escape(self._breaks + _TAG_ONLY)}]*+")
         self._cap = max_buffer_chars
         self._steps: dict[_Mode, Callable[[str, int, int], int]] = {
             _Mode.TICKS: self._ticks_run,
@@ -250,13 +266,12 @@ class VerbatimToolCallParser:
             _Mode.FENCE_WS: self._fence_ws,
             _Mode.NAME: self._name,
             _Mode.NAME_WS: self._name_ws,
-            _Mode.ARGS_START: self._args_start,
             _Mode.ARGS: self._args,
             _Mode.CLOSER: self._closer,
         }
         self._out: deque[str | VerbatimCall] = deque()  # results not yet handed out
         self._ended = False
-        self._prev_id = False  # the last character fed so far is a word character
+        self._after_word = False  # the last character fed so far is a word character
         self._tick_at = self._paren_at = -1  # next "`" / "(" in the chunk at hand, or len
         self._reset()
 
@@ -293,9 +308,11 @@ class VerbatimToolCallParser:
 
     def _one_char(self, c: str) -> Feed | None:
         """The result of a one-character chunk in plain text or a word, else None."""
-        is_id = c.isalnum() or c in self._extra
+        is_word = c in _WORD
         if self._mode is _NAME:
-            if is_id:
+            if self._breaks:
+                return None  # a name may start inside the word: _scan decides
+            if is_word:
                 if self._held_len >= self._cap:
                     return None
                 if (word := self._word + c) in self._prefixes:
@@ -303,18 +320,18 @@ class VerbatimToolCallParser:
                     self._held.append(c)
                     self._held_len += 1
                     return _NOTHING
-            elif c == "`" or (c in " \t(" and self._word in self._names):
+            elif c == "`" or ((c == "(" or c in _GAP) and self._word in self._names):
                 return None
             visible = "".join(self._held) + c  # the word is no name: all of it is prose
             self._reset()
         elif self._mode is not _PLAIN or c == "`":
             return None
-        elif is_id and not self._prev_id and c in self._prefixes:
+        elif not self._after_word and c in self._prefixes:
             self._mode, self._word, self._held, self._held_len = _NAME, c, [c], 1
             visible = ""
         else:
             visible = c
-        self._prev_id = is_id
+        self._after_word = is_word
         return self._visible(visible)
 
     def _shortcut(self, text: str) -> str | None:
@@ -338,7 +355,7 @@ class VerbatimToolCallParser:
         if held:
             self._reset()
         if n:
-            self._prev_id = (c := text[-1]).isalnum() or c in self._extra
+            self._after_word = text[-1] in _WORD
         if start < n:
             self._hold_word(text, start)
         return held + text[:start]
@@ -347,6 +364,8 @@ class VerbatimToolCallParser:
         """Where ``text`` shows the held word (and spaces) is no anchor, as _scan would; or -1."""
         n, j, room = len(text), 0, self._cap - self._held_len
         if self._mode is _NAME:
+            if self._breaks:
+                return -1  # a name may start inside the word: _scan decides
             j = _end_of(self._id_run, text, 0, n)
             word = self._word + text[:j] if j <= self._longest else ""
             if j > room:
@@ -357,15 +376,15 @@ class VerbatimToolCallParser:
                 return -1
             if word not in self._names:
                 return j
-        k = _end_of(_SPACES, text, j, n)
+        k = _end_of(_GAP_RUN, text, j, n)
         return -1 if k == n or k > room or text[k] == "(" else k
 
     def _hold_word(self, text: str, start: int) -> None:
         """Hold the chunk's tail: a prefix of a name, or a full name and spaces."""
         tail = text[start:]
         self._held, self._held_len = [tail], len(tail)
-        if tail[-1] in " \t":
-            self._word, self._mode = tail.rstrip(" \t"), _NAME_WS
+        if tail[-1] in _GAP:
+            self._word, self._mode = tail.rstrip(_GAP), _NAME_WS
         else:
             self._word, self._mode = tail, _NAME
 
@@ -416,6 +435,7 @@ class VerbatimToolCallParser:
         self._in_string = self._escape = False
         self._call = None  # CLOSER only: the parsed call
         self._closer_ticks = 0  # CLOSER only: closing backticks seen
+        self._word_at = 0  # held length where the name or the tag starts
 
     def _keep(self, s: str, i: int, j: int) -> None:
         if j > i:
@@ -436,12 +456,29 @@ class VerbatimToolCallParser:
         self._release()
         return at
 
-    def _is_id(self, c: str) -> bool:
-        return c.isalnum() or c in self._extra
+    def _fail_word(self, at: int) -> int:
+        """Fail a candidate whose name or tag did not anchor, as :meth:`_fail` does, except that
+        another name may start inside that word, right after a character that is not a word
+        character (``x-search(``, a fence tag ``c.search(``): the held text from there is scanned
+        again, as if it were a chunk. It is shorter than the cap, and each rescan releases at
+        least one character for good, so the cost stays linear.
+        """
+        text = "".join(self._held)
+        found = _NOT_WORD.search(text, self._word_at)
+        if found is None:
+            return self._fail(at)
+        self._emit(text[: found.end()])
+        self._reset()
+        marks = self._tick_at, self._paren_at
+        self._tick_at = self._paren_at = -1
+        self._after_word = False
+        self._scan(text[found.end() :])
+        self._tick_at, self._paren_at = marks
+        return at
 
     def _at_boundary(self, s: str, a: int) -> bool:
-        """No word character right before position ``a`` of the stream."""
-        return not (self._is_id(s[a - 1]) if a else self._prev_id)
+        """No ASCII word character right before position ``a`` of the stream."""
+        return not (s[a - 1] in _WORD if a else self._after_word)
 
     # -- scanning ---------------------------------------------------------------------------
 
@@ -455,10 +492,12 @@ class VerbatimToolCallParser:
                 i = steps[self._mode](s, i, min(n, i + self._cap - self._held_len))
             elif self._mode is _Mode.CLOSER:
                 self._no_closer()
+            elif self._mode in _WORD_MODES:
+                self._fail_word(i)
             else:
                 self._release()
         if n:
-            self._prev_id = self._is_id(s[-1])
+            self._after_word = s[-1] in _WORD
 
     def _plain(self, s: str, i: int) -> int:
         """Emit prose up to the next candidate and enter the mode that reads it."""
@@ -516,9 +555,9 @@ class VerbatimToolCallParser:
         return w if dies and w - tick <= self._cap else -1
 
     def _name_before(self, s: str, lo: int, paren: int) -> int:
-        """Where ``name[ \\t]*`` ending at ``paren`` starts (not before ``lo``), or -1."""
+        """Where ``name[ \\t\\r\\n]*`` ending at ``paren`` starts (not before ``lo``), or -1."""
         j = paren
-        while j > lo and s[j - 1] in " \t":
+        while j > lo and s[j - 1] in _GAP:
             j -= 1
         for length in self._lengths:
             a = j - length
@@ -529,16 +568,16 @@ class VerbatimToolCallParser:
     def _tail_start(self, s: str, lo: int) -> int:
         """Where a tail that may still grow into an anchor starts (not before ``lo``), or len.
 
-        The tail is a word at a boundary, still a prefix of a name, or a full name and spaces.
-        Most chunks end in the middle of a word after a space, which is decided by one
-        ``rfind``; other endings read the last word backwards.
+        The tail is a word at a boundary, still a prefix of a name, or a full name and
+        whitespace. Most chunks end in the middle of a word after a space, which is decided by
+        one ``rfind``; other endings read the last word backwards.
         """
         n = j = len(s)
         c = s[-1]
-        if c in " \t":
-            j = max(lo, len(s.rstrip(" \t")))
+        if c in _GAP:
+            j = max(lo, len(s.rstrip(_GAP)))
             viable = self._names
-        elif c.isalnum() or c in self._extra:
+        elif c in self._name_chars:
             viable = self._prefixes
         else:
             return n
@@ -546,11 +585,17 @@ class VerbatimToolCallParser:
         word = s[a:j] if a else ""
         if word in viable:
             return a
-        if word.isalnum():
+        if word.isascii() and word.isalnum():
             return n  # a plain word after a space, and no name
         back = s[max(lo, j - self._longest - 1) : j][::-1]
         a = j - _end_of(self._id_run, back, 0, len(back))
-        return a if self._at_boundary(s, a) and s[a:j] in viable else n
+        if self._at_boundary(s, a) and s[a:j] in viable:
+            return a
+        if self._breaks:  # a name may also start after a non-word character inside the word
+            for found in _NOT_WORD.finditer(s, a, j):
+                if s[found.end() : j] in viable:
+                    return found.end()
+        return n
 
     # Each step reads from ``i`` up to ``end`` (the chunk's end, or where the cap is reached),
     # keeps what it read, and returns where the next step starts; it either consumes a
@@ -568,11 +613,11 @@ class VerbatimToolCallParser:
         if j == end:
             return j
         c, fence = s[j], self._ticks >= _FENCE_MIN
-        if self._is_id(c):
-            return self._to(_Mode.TAG if fence else _Mode.NAME, j)
-        if fence and c in _TAG_ONLY:
-            self._name_alive = False
+        self._word_at = self._held_len
+        if fence and _end_of(self._tag_run, s, j, j + 1) > j:
             return self._to(_Mode.TAG, j)
+        if not fence and c in self._name_chars:
+            return self._to(_Mode.NAME, j)
         return self._line_end(s, j) if fence else self._fail(j)
 
     def _line_end(self, s: str, j: int) -> int:
@@ -580,7 +625,9 @@ class VerbatimToolCallParser:
         if s[j] not in "\r\n":
             return self._fail(j)
         self._keep(s, j, j + 1)
-        self._fenced, self._word = True, ""
+        self._fenced = True
+        if not self._name_alive:
+            self._word = ""  # what stays is a tag that is a name: "(" may still follow it
         return self._to(_Mode.FENCE_WS, j + 1)
 
     def _tag(self, s: str, i: int, end: int) -> int:
@@ -594,7 +641,7 @@ class VerbatimToolCallParser:
             return j
         self._name_alive = self._name_alive and self._word in self._names
         if s[j] == "(":
-            return self._anchor(s, j) if self._name_alive else self._fail(j)
+            return self._anchor(s, j) if self._name_alive else self._fail_word(j)
         return self._to(_Mode.TAG_WS, j) if s[j] in " \t" else self._line_end(s, j)
 
     def _tag_ws(self, s: str, i: int, end: int) -> int:
@@ -603,7 +650,7 @@ class VerbatimToolCallParser:
         if j == end:
             return j
         if s[j] == "(":
-            return self._anchor(s, j) if self._name_alive else self._fail(j)
+            return self._anchor(s, j) if self._name_alive else self._fail_word(j)
         return self._line_end(s, j)
 
     def _fence_ws(self, s: str, i: int, end: int) -> int:
@@ -611,21 +658,31 @@ class VerbatimToolCallParser:
         self._keep(s, i, j)
         if j == end:
             return j
-        return self._to(_Mode.NAME, j) if self._is_id(s[j]) else self._fail(j)
+        c = s[j]
+        if c == "(":
+            return self._anchor(s, j) if self._word in self._names else self._fail_word(j)
+        if c not in self._name_chars:
+            return self._fail(j)
+        self._word, self._word_at = "", self._held_len
+        return self._to(_Mode.NAME, j)
 
     def _name(self, s: str, i: int, end: int) -> int:
         j = _end_of(self._id_run, s, i, end)
         word = self._word + s[i:j] if j - i <= self._longest else ""
         self._keep(s, i, j)
         if word not in self._prefixes:
-            return self._fail(j)  # a longer identifier: nothing inside it can anchor
+            return self._no_name(j)
         self._word = word
         if j == end:
             return j
-        return self._to(_Mode.NAME_WS, j) if word in self._names else self._fail(j)
+        return self._to(_Mode.NAME_WS, j) if word in self._names else self._no_name(j)
+
+    def _no_name(self, at: int) -> int:
+        """The word is no name; only a name with a non-word character can start inside it."""
+        return self._fail_word(at) if self._breaks else self._fail(at)
 
     def _name_ws(self, s: str, i: int, end: int) -> int:
-        j = _end_of(_SPACES, s, i, end)
+        j = _end_of(_GAP_RUN, s, i, end)
         self._keep(s, i, j)
         if j == end:
             return j
@@ -634,23 +691,8 @@ class VerbatimToolCallParser:
     def _anchor(self, s: str, j: int) -> int:
         """``name(`` is complete: the arguments start after ``j``."""
         self._keep(s, j, j + 1)
-        self._args_at = self._held_len
-        return self._to(_Mode.ARGS_START, j + 1)
-
-    def _args_start(self, s: str, i: int, end: int) -> int:
-        j = _end_of(_BLANKS, s, i, end)
-        self._keep(s, i, j)
-        if j == end:
-            return j
-        c, name = s[j], self._word
-        if c == ")" and name in self._no_args:
-            self._keep(s, j, j + 1)
-            self._complete()
-            return j + 1
-        if c == "{" or (c == '"' and name in self._string_param):
-            self._depth = 1
-            return self._to(_Mode.ARGS, j)
-        return self._fail(j)
+        self._args_at, self._depth = self._held_len, 1
+        return self._to(_Mode.ARGS, j + 1)
 
     def _args(self, s: str, i: int, end: int) -> int:
         """Count parentheses outside JSON strings, jumping between the characters that matter."""
@@ -698,7 +740,7 @@ class VerbatimToolCallParser:
         """The arguments the text between the parentheses stands for, or None if refused."""
         body = text.strip()
         if not body:
-            return {}  # "()" reaches here only for a tool without required parameters
+            return {} if name in self._no_args else None
         try:
             value = json.loads(body, parse_constant=_refuse_constant)
         except (ValueError, RecursionError):

@@ -29,14 +29,19 @@ class StreamStatus(enum.Enum):
     FUNCTION_CALL = "function_call"
 
 
+def _argument_names(args: JsonObject | None) -> str:
+    return "None" if args is None else f"<arguments: {', '.join(map(str, args)) or 'none'}>"
+
+
 @attrs.frozen(kw_only=True)
 class FunctionCall:
     """A tool call as the model asked for it, native or recovered from text."""
 
     name: str
     """The tool's name, as the model wrote it (the engine trims it)."""
-    args: JsonObject | None = None
-    """The arguments object, or None when the model sent none."""
+    args: JsonObject | None = attrs.field(default=None, repr=_argument_names)
+    """The arguments object, or None when the model sent none. Its repr names the
+    arguments but shows no value: a value may be a secret, and reprs reach logs."""
     passthrough: JsonObject = attrs.field(factory=dict)
     """Provider-specific fields (call id, thought signature), opaque, replayed as is."""
     arguments_truncated: bool = False

@@ -85,6 +85,12 @@ def _demo(args: argparse.Namespace) -> int:
     return demo(base_url=args.base_url, model=args.model, verbatim=args.verbatim)
 
 
+def _discord(args: argparse.Namespace) -> int:
+    from toolloop.tools.discord_bot import main
+
+    return main()
+
+
 def _specs_paths(args: argparse.Namespace) -> int:
     print(paths.print_paths(args.out))
     return 0
@@ -112,6 +118,11 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.set_defaults(run=_demo)
 
 
+def _add_discord(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("discord", help="run a Discord bot (environment: docs/discord.md)")
+    parser.set_defaults(run=_discord)
+
+
 def _add_diagram(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("diagram", help="draw the declared machine")
     parser.add_argument("--format", choices=diagram.FORMATS, default="mermaid")
@@ -135,6 +146,7 @@ def parser() -> argparse.ArgumentParser:
     _add_simulate(commands)
     _add_replay(commands)
     _add_demo(commands)
+    _add_discord(commands)
     _add_diagram(commands)
     _add_specs(commands)
     return root

@@ -28,7 +28,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from toolloop.effects.memory import MemoryTurnControl
-from toolloop.effects.ports import Notice
+from toolloop.effects.ports import Notice, StreamSpan
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
@@ -192,6 +192,12 @@ class Display:
                 self._status(f"running {effect.call.name}")
 
     # -- the Channel port ------------------------------------------------------------------
+
+    def stream_started(self, stream: StreamSpan) -> None:
+        """Each stream's text is shown as it arrives; nothing to open."""
+
+    def stream_ended(self, stream: StreamSpan) -> None:
+        """Nothing is buffered per stream; the paragraph ends at the next tool or notice."""
 
     async def send_text(self, text: str, *, reply_to: str | None) -> None:
         self.ids.append(f"m{len(self.ids) + 1}")

@@ -52,16 +52,13 @@ class ChannelRefusedError(RuntimeError):
 
 @attrs.define
 class ScriptedChannel(RecordingChannel):
-    """A recording channel that refuses a stream's text when told, and groups texts by stream."""
+    """A recording channel that refuses a stream's text when told (texts by stream: `streams`)."""
 
-    streams: list[list[str]] = attrs.field(factory=list)
-    """The texts delivered during each provider call, in order."""
     refusal: str | None = None
     """Set by the provider for a stream with `channel_fails`: the next send raises it."""
 
-    def stream_started(self, refusal: str | None) -> None:
+    def refuse_next(self, refusal: str | None) -> None:
         """A provider call begins; its first send raises `refusal` when there is one."""
-        self.streams.append([])
         self.refusal = refusal
 
     async def send_text(self, text: str, *, reply_to: str | None) -> None:
@@ -69,12 +66,11 @@ class ScriptedChannel(RecordingChannel):
             refusal, self.refusal = self.refusal, None
             raise ChannelRefusedError(refusal)
         await super().send_text(text, reply_to=reply_to)
-        self.streams[-1].append(text)
 
     @property
     def delivered(self) -> list[str]:
         """Every text the channel received, one entry per stream that delivered any."""
-        return ["".join(texts) for texts in self.streams if texts]
+        return [text for text in self.streams.values() if text]
 
 
 def repeating_last(items: Sequence[T]) -> Callable[[], T]:
@@ -116,7 +112,7 @@ class ScriptedProvider:
     async def stream(self, request: StreamRequest, sink: StreamSink) -> StreamResult:
         """Deliver the script's text, then end, stall, get killed or interrupted, or raise."""
         script = self._next()
-        self._channel.stream_started(script.channel_fails)
+        self._channel.refuse_next(script.channel_fails)
         if script.text:
             sink.progress()
             await sink.deliver(script.text)

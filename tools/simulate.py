@@ -17,7 +17,7 @@ import trio.testing
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.memory import MemoryTurnControl
 from toolloop.effects.ports import Notice
-from toolloop.engine.config import load_config
+from toolloop.engine.config import parse_config
 from toolloop.engine.events import Event
 from toolloop.engine.step import Step
 from toolloop.engine.trace import Trace, TraceStep
@@ -29,7 +29,7 @@ from toolloop.tools.scripted import ScriptedChannel, scripted_ports
 
 def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnControl]:
     """Run `scenario` once; the simulate document, the trace and the final turn control."""
-    loaded = load_config(scenario.env)
+    loaded = parse_config(scenario.env)
     steps: list[TraceStep] = []
     control = MemoryTurnControl()
     channel = ScriptedChannel()

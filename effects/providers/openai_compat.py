@@ -10,11 +10,15 @@ Theory of operation. `stream` builds the request body from the `StreamRequest`
 lines are split from `aiter_bytes` by hand (`_Lines`), each data payload goes
 through JSON's C scanner once (what `json.loads` runs) and is folded into the
 `_Stream` accumulator, which returns the chunk's visible text for delivery.
-Nothing is built per chunk but what the chunk itself carries. When the body
-ends, the accumulator decides the result (`_Stream.result`). Every failure the
-caller can act on (HTTP status, transport errors, malformed chunks, a stream
-cut short) becomes a `StreamResult` with a `StreamError`; cancellation is not
-caught: leaving the `async with` closes the response, and with it the
+Nothing is built per chunk but what the chunk itself carries; a chunk the
+scanner refuses, or one with more brackets than the JSON policy's depth
+allows, is decided by the policy (`toolloop.states.json_policy`). When the
+model is done (the event with the finish reason, `[DONE]`, a verbatim call)
+or the body ends, the accumulator decides the result (`_Stream.result`).
+Every failure the caller can act on (HTTP status, transport errors, malformed
+chunks, a stream cut short) becomes a `StreamResult` with a `StreamError`,
+its quotes of server text masked for the API key (`_Quoter`); cancellation
+is not caught: leaving the `async with` closes the response, and with it the
 connection.
 
 The request body (see `build_body`):
@@ -80,7 +84,7 @@ MAX_LINE_CHARS = 16 * 1024 * 1024
 
 
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
+    raise ValueError(name)  # The JSON policy's `loads` then says what is wrong, in its words.
 
 
 #: The C scanner behind `json.loads`, called directly: `loads` adds three Python
@@ -469,9 +473,10 @@ async def _drain(blocks: AsyncIterator[bytes]) -> None:
     Closing a body before its last chunk closes the connection, and every model
     call would pay a new connection (a TLS handshake, for a remote provider).
     Anything after the end is ignored; a server that holds the body open past
-    DRAIN_SECONDS loses its connection instead.
+    DRAIN_SECONDS, or breaks the connection meanwhile, loses the connection,
+    never the reply.
     """
-    with anyio.move_on_after(DRAIN_SECONDS):
+    with anyio.move_on_after(DRAIN_SECONDS), contextlib.suppress(httpx.TransportError):
         async for _ in blocks:
             pass
 
@@ -582,10 +587,11 @@ class _CallParts:
                 args = _DECODER.decode(text)
         except json.JSONDecodeError:  # Cut short: the pairs that arrived whole.
             args, truncated = complete_pairs(text), True
-        except RecursionError:
-            return _malformed_call(f"{where}: nests deeper than {MAX_JSON_DEPTH} levels")
-        except ValueError as error:  # NaN or Infinity
-            return _malformed_call(f"{where}: {error}")
+        except (ValueError, RecursionError):  # NaN, Infinity or too deep: the policy says which.
+            try:
+                args = loads(text, where=where)
+            except JsonInputError as error:
+                return _malformed_call(str(error))
         if args is not None and not isinstance(args, dict):
             kind = type(args).__name__
             return _malformed_call(
@@ -846,12 +852,12 @@ class _Stream:
         return self._ended(StreamStatus.FUNCTION_CALL, call)
 
     def _ended(self, status: StreamStatus, call: FunctionCall | None) -> StreamResult:
-        text = "".join(self.text)
+        text, reasoning = "".join(self.text), "".join(self.reasoning)
         return StreamResult(
             status=status,
             accumulated_text=text,
             data=call,
-            thought_log={"text": "".join(self.reasoning)} if self.reasoning else None,
+            thought_log={"text": reasoning} if reasoning else None,
             model_parts=model_parts(text),
         )
 

@@ -25,7 +25,14 @@ from anyio.abc import TaskGroup
 
 from toolloop.effects.interpreter import _Alarm, _Sink, run_tool_loop
 from toolloop.effects.memory import MemoryTurnControl
-from toolloop.effects.ports import KillHandle, Notice, StreamRequest, StreamSink, ToolInvocation
+from toolloop.effects.ports import (
+    KillHandle,
+    Notice,
+    StreamRequest,
+    StreamSink,
+    StreamSpan,
+    ToolInvocation,
+)
 from toolloop.engine.effects import StreamOnce
 from toolloop.states import (
     FunctionCall,
@@ -96,6 +103,12 @@ class Registry:
 
 class Channel:
     """Takes everything and keeps nothing."""
+
+    def stream_started(self, stream: StreamSpan) -> None:
+        pass
+
+    def stream_ended(self, stream: StreamSpan) -> None:
+        pass
 
     async def send_text(self, text: str, *, reply_to: str | None) -> None:
         pass

@@ -1,7 +1,8 @@
 """Throughput of the verbatim tool-call parser, and whether its cost is linear.
 
 Run with ``python -m tests.bench bench_verbatim``. Targets: >= 20 MB/s for prose in 64-char
-chunks, >= 1 MB/s in 1-char chunks, and about 10x the cost for 10x the text.
+chunks, >= 1 MB/s in 1-char chunks, and about 10x the cost for 10x the text (hostile text
+too).
 """
 
 from __future__ import annotations
@@ -124,6 +125,25 @@ def name_prefixes(size: int) -> str:
     return " ".join(parts)[:size]
 
 
+def hostile(size: int) -> str:
+    """Hostile text: anchors that hold until their parentheses balance (or the cap), invalid
+    spans released whole, calls, names straight after CJK text and before newlines."""
+    rng = random.Random(7)
+    names = sorted(TOOLS)
+    units = (
+        "{}(",
+        "`{}",
+        "請調用{}\n",
+        '{0}({0}("x")) ',
+        '{}("x") ',
+        "{} (see below) ",
+        '"',
+        ")",
+    )
+    parts = (rng.choice(units).format(rng.choice(names)) for _ in range(size // 12))
+    return "".join(parts)[:size]
+
+
 def chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
@@ -132,9 +152,12 @@ def seconds(pieces: list[str]) -> float:
     """Time feeding every piece and flushing; check that no text went missing."""
     parser = VerbatimToolCallParser(tools=TOOLS)
     start = time.process_time()
-    shown = sum(len(parser.feed(piece).visible_text) for piece in pieces)
+    shown = 0
+    for piece in pieces:
+        out = parser.feed(piece)
+        shown += len(out.visible_text) + (len(out.function_call.raw) if out.function_call else 0)
     while (end := parser.flush()).pending_text or end.function_call:
-        shown += len(end.pending_text)
+        shown += len(end.pending_text) + (len(end.function_call.raw) if end.function_call else 0)
     elapsed = time.process_time() - start
     assert shown == sum(map(len, pieces)), "text went missing"
     return elapsed
@@ -147,7 +170,11 @@ def best(pieces: list[str], rounds: int = 3) -> float:
 
 
 def main() -> None:
-    for label, make in (("prose", prose), ("tool-name prefixes", name_prefixes)):
+    for label, make in (
+        ("prose", prose),
+        ("tool-name prefixes", name_prefixes),
+        ("hostile anchors and spans", hostile),
+    ):
         text = make(10 * MB)
         for size in (64, 1):
             rate = len(text) / MB / best(chunks(text, size))

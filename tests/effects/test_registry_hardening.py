@@ -384,3 +384,64 @@ class TestArgumentsAndResultsAreJson:
         assert result.error == (
             f'tool "boom" raised RuntimeError: {"e" * 2000}… [cut at 2000 characters]'
         )
+
+    async def test_long_message_and_error_are_cut(self) -> None:
+        """A result's `error` and `message` beyond MAX_RESULT_CHARS are cut with a marker."""
+        registry = ToolRegistry()
+        long = "m" * (MAX_RESULT_CHARS + 1)
+
+        @registry.tool(name="chatty")
+        async def chatty(args: JsonObject, call: ToolCall) -> ToolResult:
+            return ToolResult(success=False, error=long, message=long)
+
+        result = await execute(registry, "chatty", {})
+        cut = f"{'m' * MAX_RESULT_CHARS}… [cut at {MAX_RESULT_CHARS} characters]"
+        assert (result.error, result.message) == (cut, cut)
+
+    async def test_lone_surrogate_in_a_message_is_a_failure(self) -> None:
+        """A message no UTF-8 request could carry is refused as the tool's failure."""
+        registry = ToolRegistry()
+
+        @registry.tool(name="odd")
+        async def odd(args: JsonObject, call: ToolCall) -> ToolResult:
+            return ToolResult(success=True, message="a\ud800")
+
+        result = await execute(registry, "odd", {})
+        assert result.error == (
+            'tool "odd" returned message that is not JSON: '
+            "$ is a string with a lone surrogate, which is not Unicode text"
+        )
+
+    async def test_exception_text_with_a_lone_surrogate_is_made_text(self) -> None:
+        """An exception message with a lone surrogate reaches the failure as `?`."""
+        registry = ToolRegistry()
+
+        @registry.tool(name="boom")
+        async def boom(args: JsonObject, call: ToolCall) -> None:
+            raise ValueError("bad \udc80 byte")
+
+        result = await execute(registry, "boom", {})
+        assert result.error == 'tool "boom" raised ValueError: bad ? byte'
+
+
+class TestNeverRaisesForTheBotsFault:
+    @pytest.mark.parametrize("gate", ["providers", "available"])
+    async def test_a_gate_that_raises_is_a_failure(self, gate: str) -> None:
+        """A provider or turn gate that raises refuses the call; `execute` does not raise."""
+        registry = ToolRegistry()
+
+        def broken(_: Any) -> bool:
+            raise KeyError("missing setting")
+
+        registry.register(_noop, name="t", **{gate: broken})
+        result = await execute(registry, "t", {})
+        assert result == ToolResult(
+            success=False, error='tool "t" cannot be checked: its gate raised KeyError'
+        )
+        assert registry.recent()[-1].ran is False
+
+    async def test_a_huge_unknown_name_is_cut(self) -> None:
+        """An unknown name from the model is quoted at most 64 characters long."""
+        registry = ToolRegistry()
+        result = await execute(registry, "x" * 100_000, {})
+        assert result.error == f'unknown tool "{"x" * 64}…"; the available tools are: none'

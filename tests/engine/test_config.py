@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from toolloop.engine.config import VARIABLES, load_config
+from toolloop.engine.config import VARIABLES, parse_config
 from toolloop.states import ConfigWarning, LoopConfig
 
 
 def test_defaults_when_nothing_is_set() -> None:
     """An empty environment gives SPEC's defaults and no warning."""
-    loaded = load_config({})
+    loaded = parse_config({})
     assert loaded.config == LoopConfig()
     assert loaded.warnings == ()
 
@@ -30,7 +30,7 @@ def test_defaults_match_the_spec_table() -> None:
 
 def test_bool_is_not_an_integer() -> None:
     """A mapping's `True` is not the integer 1."""
-    loaded = load_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": True})
+    loaded = parse_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": True})
     assert loaded.config.max_consecutive_tool_errors == 5
     assert [w.value for w in loaded.warnings] == ["True"]
 
@@ -38,17 +38,17 @@ def test_bool_is_not_an_integer() -> None:
 def test_integer_values_below_the_minimum_fall_back() -> None:
     """An int from a mapping obeys the minimum too; the minimum itself passes."""
     assert (
-        load_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": 0}).config.max_consecutive_tool_errors == 5
+        parse_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": 0}).config.max_consecutive_tool_errors == 5
     )
     assert (
-        load_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": 1}).config.max_consecutive_tool_errors == 1
+        parse_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": 1}).config.max_consecutive_tool_errors == 1
     )
 
 
 def test_negative_values_are_integers() -> None:
     """A sign is allowed: -0 meets a minimum of 0."""
     assert (
-        load_config(
+        parse_config(
             {"STREAM_ABANDONED_SETTLE_TIMEOUT_MS": "-0"}
         ).config.stream_abandoned_settle_timeout_ms
         == 0
@@ -59,7 +59,7 @@ def test_negative_values_are_integers() -> None:
 def test_integers_with_whitespace_and_sign_are_read(raw: object) -> None:
     """Optional whitespace and sign around decimal digits is an integer."""
     assert (
-        load_config({"BOT_MAX_FUNCTION_CALL_ITERATIONS": raw}).config.max_function_call_iterations
+        parse_config({"BOT_MAX_FUNCTION_CALL_ITERATIONS": raw}).config.max_function_call_iterations
         == 7
     )
 
@@ -67,7 +67,7 @@ def test_integers_with_whitespace_and_sign_are_read(raw: object) -> None:
 @pytest.mark.parametrize("raw", ["7.0", "1e3", "0x10", "7abc", "abc", "٧", "True"])
 def test_non_integers_fall_back_with_one_warning(raw: str) -> None:
     """A non-integer takes the default and is reported once with variable, value and default."""
-    loaded = load_config({"BOT_MAX_FUNCTION_CALL_ITERATIONS": raw})
+    loaded = parse_config({"BOT_MAX_FUNCTION_CALL_ITERATIONS": raw})
     assert loaded.config.max_function_call_iterations == 100
     assert loaded.warnings == (
         ConfigWarning(variable="BOT_MAX_FUNCTION_CALL_ITERATIONS", value=raw, used=100),
@@ -77,7 +77,7 @@ def test_non_integers_fall_back_with_one_warning(raw: str) -> None:
 @pytest.mark.parametrize("raw", ["", "   "])
 def test_blank_values_use_the_default_silently(raw: str) -> None:
     """Blank is the same as missing."""
-    loaded = load_config({"TOOL_EXECUTION_TIMEOUT_MS": raw})
+    loaded = parse_config({"TOOL_EXECUTION_TIMEOUT_MS": raw})
     assert loaded.config.tool_execution_timeout_ms == 300_000
     assert loaded.warnings == ()
 
@@ -101,30 +101,26 @@ def test_variables_are_the_spec_table_in_order() -> None:
 @pytest.mark.parametrize(("variable", "field", "minimum"), SPEC_TABLE)
 def test_values_below_the_minimum_fall_back(variable: str, field: str, minimum: int) -> None:
     """One below the minimum warns; the minimum itself is accepted."""
-    below = load_config({variable: str(minimum - 1)})
+    below = parse_config({variable: str(minimum - 1)})
     assert getattr(below.config, field) == getattr(LoopConfig(), field)
     default = getattr(LoopConfig(), field)
     assert below.warnings == (
         ConfigWarning(variable=variable, value=str(minimum - 1), used=default),
     )
-    assert getattr(load_config({variable: str(minimum)}).config, field) == minimum
+    assert getattr(parse_config({variable: str(minimum)}).config, field) == minimum
 
 
 def test_warnings_follow_the_variable_order() -> None:
     """Several bad values give one warning each, in SPEC's order."""
-    loaded = load_config({"TOOL_EXECUTION_TIMEOUT_MS": "x", "BOT_MAX_CONSECUTIVE_TOOL_ERRORS": "0"})
+    loaded = parse_config(
+        {"TOOL_EXECUTION_TIMEOUT_MS": "x", "BOT_MAX_CONSECUTIVE_TOOL_ERRORS": "0"}
+    )
     assert [w.variable for w in loaded.warnings] == [
         "BOT_MAX_CONSECUTIVE_TOOL_ERRORS",
         "TOOL_EXECUTION_TIMEOUT_MS",
     ]
 
 
-def test_process_environment_is_the_default_source(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without a mapping the process environment is read."""
-    monkeypatch.setenv("STREAM_ABANDONED_SETTLE_TIMEOUT_MS", "0")
-    assert load_config().config.stream_abandoned_settle_timeout_ms == 0
-
-
 def test_unknown_variables_are_ignored() -> None:
     """Other names in the mapping change nothing."""
-    assert load_config({"PATH": "/bin", "BOT_OTHER": "x"}).warnings == ()
+    assert parse_config({"PATH": "/bin", "BOT_OTHER": "x"}).warnings == ()

@@ -1,12 +1,10 @@
-"""Configuration values bounded on parse: huge values fall back with a warning, logged once."""
+"""Configuration values bounded on parse: huge values fall back with a warning."""
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
-from toolloop.engine.config import MAX_VALUE_CHARS, VARIABLES, load_config
+from toolloop.engine.config import MAX_VALUE_CHARS, VARIABLES, parse_config
 from toolloop.states import ConfigWarning, LoopConfig
 
 MAXIMUMS = [
@@ -30,19 +28,19 @@ def test_values_above_the_maximum_fall_back(variable: str, maximum: int) -> None
     """One above the maximum warns and uses the default; the maximum itself is accepted."""
     field = VARIABLES[variable].field
     default = getattr(LoopConfig(), field)
-    above = load_config({variable: str(maximum + 1)})
+    above = parse_config({variable: str(maximum + 1)})
     assert getattr(above.config, field) == default
     assert above.warnings == (
         ConfigWarning(variable=variable, value=str(maximum + 1), used=default),
     )
-    assert getattr(load_config({variable: maximum}).config, field) == maximum
+    assert getattr(parse_config({variable: maximum}).config, field) == maximum
 
 
 @pytest.mark.parametrize("variable", list(VARIABLES))
 def test_thousands_of_digits_fall_back_with_a_shortened_value(variable: str) -> None:
     """5,000 digits never reach `int`: the warning quotes 40 characters and the size."""
     raw = "9" * 5000
-    loaded = load_config({variable: raw})
+    loaded = parse_config({variable: raw})
     default = getattr(LoopConfig(), VARIABLES[variable].field)
     assert getattr(loaded.config, VARIABLES[variable].field) == default
     shown = "9" * MAX_VALUE_CHARS + "… (5000 characters)"
@@ -51,7 +49,7 @@ def test_thousands_of_digits_fall_back_with_a_shortened_value(variable: str) -> 
 
 def test_huge_int_from_a_mapping_falls_back() -> None:
     """An int too long for `str` is described by its size, not printed."""
-    loaded = load_config({"TOOL_EXECUTION_TIMEOUT_MS": 10**5000})
+    loaded = parse_config({"TOOL_EXECUTION_TIMEOUT_MS": 10**5000})
     assert loaded.config.tool_execution_timeout_ms == 300_000
     assert loaded.warnings == (
         ConfigWarning(
@@ -64,35 +62,6 @@ def test_huge_int_from_a_mapping_falls_back() -> None:
 
 def test_leading_zeros_do_not_count_as_digits() -> None:
     """`000…0007` is 7: zeros before the digits do not make a value out of range."""
-    loaded = load_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": "0" * 50 + "7"})
+    loaded = parse_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": "0" * 50 + "7"})
     assert loaded.config.max_consecutive_tool_errors == 7
     assert loaded.warnings == ()
-
-
-def test_warnings_are_logged_once_at_warning_when_loaded(caplog: pytest.LogCaptureFixture) -> None:
-    """Each warning is logged once, at WARNING, naming variable, value, range and value used."""
-    with caplog.at_level(logging.DEBUG, logger="toolloop"):
-        loaded = load_config(
-            {"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": "lots", "TOOL_EXECUTION_TIMEOUT_MS": "5"}
-        )
-    records = [(r.levelno, r.name, r.getMessage()) for r in caplog.records]
-    assert records == [
-        (
-            logging.WARNING,
-            "toolloop.engine.config",
-            "BOT_MAX_CONSECUTIVE_TOOL_ERRORS=lots is not an integer from 1 to 1000; using 5",
-        ),
-        (
-            logging.WARNING,
-            "toolloop.engine.config",
-            "TOOL_EXECUTION_TIMEOUT_MS=5 is not an integer from 10000 to 86400000; using 300000",
-        ),
-    ]
-    assert len(loaded.warnings) == 2
-
-
-def test_valid_configuration_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
-    """Valid and blank values log nothing at all."""
-    with caplog.at_level(logging.DEBUG, logger="toolloop"):
-        load_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": "7", "TOOL_EXECUTION_TIMEOUT_MS": " "})
-    assert caplog.records == []

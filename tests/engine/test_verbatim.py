@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from toolloop.engine import verbatim
 from toolloop.engine.verbatim import Feed, Flush, VerbatimCall, VerbatimToolCallParser
 
 TOOLS = {
@@ -26,8 +32,8 @@ TOOLS = {
 Event = str | VerbatimCall
 
 
-def parser(cap: int = 8192) -> VerbatimToolCallParser:
-    return VerbatimToolCallParser(tools=TOOLS, max_buffer_chars=cap)
+def parser(cap: int = 8192, tools: dict[str, dict[str, Any]] = TOOLS) -> VerbatimToolCallParser:
+    return VerbatimToolCallParser(tools=tools, max_buffer_chars=cap)
 
 
 def merge(events: Iterable[Event]) -> list[Event]:
@@ -49,9 +55,11 @@ def drain(p: VerbatimToolCallParser) -> list[Event]:
     return events
 
 
-def run(chunks: Sequence[str], cap: int = 8192) -> list[Event]:
+def run(
+    chunks: Sequence[str], cap: int = 8192, tools: dict[str, dict[str, Any]] = TOOLS
+) -> list[Event]:
     """Feed the chunks, then flush; return every result in order, merged."""
-    p = parser(cap)
+    p = parser(cap, tools)
     events: list[Event] = []
     for chunk in chunks:
         out = p.feed(chunk)
@@ -105,22 +113,56 @@ class TestAnchor:
         raw = 'search \t ({"q": "cats"})'
         assert run([raw]) == [call("search", {"q": "cats"}, raw)]
 
-    def test_newline_between_name_and_paren_does_not_anchor(self) -> None:
-        """A name ending a line, then a parenthesis on the next, is prose."""
-        text = 'search\n({"q": "cats"})'
+    @pytest.mark.parametrize("gap", ["\n", "\r\n", " \n\t\n  ", "\n\n"])
+    def test_newlines_between_name_and_paren_are_allowed(self, gap: str) -> None:
+        """Any run of spaces, tabs and newlines may separate the name from ``(`` (SPEC 10)."""
+        raw = f'search{gap}({{"q": "cats"}})'
+        assert run([f"ok {raw}"]) == ["ok ", call("search", {"q": "cats"}, raw)]
+
+    def test_name_ending_a_line_without_a_paren_is_visible(self) -> None:
+        """A name, a newline, then no ``(``: the name was only mentioned."""
+        text = "I will search\n\nthe web"
         assert run([text]) == [text]
 
-    def test_name_with_a_hyphen_is_one_word(self) -> None:
-        """A character that occurs in a name counts as a word character around every name."""
-        assert run(['pre-web-search({"q": "a"}) web-search({"q": "b"})']) == [
-            'pre-web-search({"q": "a"}) ',
-            call("web-search", {"q": "b"}, 'web-search({"q": "b"})'),
+    @pytest.mark.parametrize("before", ["請調用", "日本語で", "é", "ß", "Ω"])
+    def test_non_ascii_letter_before_a_name_is_a_boundary(self, before: str) -> None:
+        """The boundary is ASCII: a non-ASCII letter straight before a name anchors it."""
+        assert run([f'{before}search("m1")']) == [
+            before,
+            call("search", {"q": "m1"}, 'search("m1")'),
         ]
 
-    def test_unicode_letter_before_a_name_is_a_word_character(self) -> None:
-        """Word boundaries follow Unicode letters, not only ASCII."""
-        text = 'ésearch({"q": "cats"})'
+    @pytest.mark.parametrize("before", ["a", "Z", "0", "_"])
+    def test_ascii_word_character_before_a_name_blocks_it(self, before: str) -> None:
+        """An ASCII letter, digit or ``_`` straight before a name makes it part of a longer one."""
+        text = f'{before}search("m1")'
         assert run([text]) == [text]
+
+    def test_chinese_request_before_a_call_anchors_it_however_chunked(self) -> None:
+        """The SPEC's example, ``請調用search("m1")``, split anywhere, is prose then the call."""
+        text = '請調用search("m1")'
+        whole = ["請調用", call("search", {"q": "m1"}, 'search("m1")')]
+        assert run(list(text)) == whole
+        for cut in range(len(text) + 1):
+            assert run([text[:cut], text[cut:]]) == whole, cut
+
+    def test_hyphen_before_a_name_is_a_boundary(self) -> None:
+        """``-`` is no ASCII word character, even when an exposed name contains one."""
+        assert run(['pre-web-search({"q": "a"}) x-search("b")']) == [
+            "pre-",
+            call("web-search", {"q": "a"}, 'web-search({"q": "a"})'),
+            " x-",
+            call("search", {"q": "b"}, 'search("b")'),
+        ]
+
+    def test_name_starting_inside_a_longer_hyphenated_word_anchors(self) -> None:
+        """A held word that stops being a name releases only up to its last ``-``: the name
+        after it (``web-sear-search(``) still anchors, fed whole or one character at a time."""
+        assert run(['web-searchx("a")']) == ['web-searchx("a")']
+        text = 'web-sear-search("b")'
+        whole = ["web-sear-", call("search", {"q": "b"}, 'search("b")')]
+        assert run([text]) == whole
+        assert run(list(text)) == whole
 
 
 class TestWrappers:
@@ -169,6 +211,21 @@ class TestWrappers:
         """A tag that spells a tool name, then a newline, is only a tag."""
         raw = '```search\nsearch("cats")\n```'
         assert run([raw]) == [call("search", {"q": "cats"}, raw)]
+
+    @pytest.mark.parametrize(
+        "raw", ['`search\n("cats")`', '```search\n("cats")\n```', '```\nsearch\n\n("cats")\n```']
+    )
+    def test_newline_before_the_paren_inside_a_wrapper_is_allowed(self, raw: str) -> None:
+        """The gap before ``(`` may hold newlines in code too; a fence's tag may be the name."""
+        assert run([raw]) == [call("search", {"q": "cats"}, raw)]
+
+    @pytest.mark.parametrize("tag", ["c.", "x-", "c++", "請"])
+    def test_name_inside_a_fence_tag_after_a_non_word_character_anchors_bare(
+        self, tag: str
+    ) -> None:
+        """A tag like ``c.search`` followed by ``(`` is no wrapper, but ``search(`` anchors."""
+        text = f'```{tag}search("cats")```'
+        assert run([text]) == [f"```{tag}", call("search", {"q": "cats"}, 'search("cats")'), "```"]
 
     def test_triple_backticks_on_one_line_are_an_inline_wrapper(self) -> None:
         """Three backticks followed by the call on the same line wrap it too."""
@@ -334,10 +391,36 @@ class TestArguments:
         raw = 'search("say \\") twice")'
         assert run([raw]) == [call("search", {"q": 'say ") twice'}, raw)]
 
-    def test_prose_parenthesis_after_a_name_is_released_at_once(self) -> None:
-        """``name (`` followed by prose is refused at its first character, not held."""
+    def test_prose_parenthesis_after_a_name_is_held_until_it_balances(self) -> None:
+        """``name (`` is an anchor whatever follows: prose after it is held, then released."""
         p = parser()
-        assert p.feed("I will search (see below").visible_text == "I will search (see below"
+        assert p.feed("I will search (see below").visible_text == "I will "
+        assert p.feed(") ok").visible_text == "search (see below) ok"
+
+    @pytest.mark.parametrize(
+        "span",
+        [
+            'search(search("m1"))',
+            "search(get_time())",
+            'search( `search("m1")` )',
+            'search(see search("m1") below)',
+            'search({"q": "a"} search("m1"))',
+        ],
+    )
+    def test_invalid_balanced_span_is_released_whole(self, span: str) -> None:
+        """A call inside an invalid balanced span is not extracted: the span is text (SPEC 10)."""
+        assert run([f"{span} then get_time()"]) == [
+            f"{span} then ",
+            call("get_time", {}, "get_time()"),
+        ]
+
+    def test_invalid_balanced_span_is_released_whole_however_chunked(self) -> None:
+        """``search(search("m1"))`` stays text at every split and one character at a time."""
+        text = 'search(search("m1")) get_time()'
+        whole = ['search(search("m1")) ', call("get_time", {}, "get_time()")]
+        assert run(list(text)) == whole
+        for cut in range(len(text) + 1):
+            assert run([text[:cut], text[cut:]]) == whole, cut
 
 
 class TestHolding:
@@ -519,13 +602,20 @@ class TestHostile:
         assert run([text]) == [text]
 
 
+ASCII_TOOLS = {name: schema for name, schema in TOOLS.items() if "-" not in name}
+"""Names of ASCII word characters only: no name can start inside a word (the fast paths)."""
+toolsets = st.sampled_from([TOOLS, ASCII_TOOLS])
+
 TOKENS = [
     "search", "get_time", "send", "count", "web-search", "sea", "get_", "re", "-",
     "(", ")", "{", "}", '"', "\\", "`", "``", "```", "\n", " ", "\t", ":", ",", "x", "é",
-    '{"q": "a"}', '"cats"', "py", "NaN", "[", "]",
+    '{"q": "a"}', '"cats"', "py", "NaN", "[", "]", "請調用", "\r\n", "web-sear", ".", "_",
+    'search("m1")', "get_time()", "x-",
 ]  # fmt: skip
+PLAIN_TOKENS = [t for t in TOKENS if "`" not in t]
 
 texts = st.lists(st.sampled_from(TOKENS), max_size=40).map("".join)
+bare_texts = st.lists(st.sampled_from(PLAIN_TOKENS), max_size=40).map("".join)
 caps = st.sampled_from([1, 6, 16, 8192])
 
 
@@ -534,23 +624,201 @@ def chunked(text: str, cuts: list[int]) -> list[str]:
     return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
 
 
+def fed_then_drained(p: VerbatimToolCallParser, chunks: Sequence[str]) -> Iterable[int]:
+    """Feed each chunk, then ``feed("")`` until nothing is queued; yield how much of the text
+    fed so far has not come out yet (as visible text or as a call's raw text)."""
+    fed = out = 0
+    for chunk in chunks:
+        fed += len(chunk)
+        result = p.feed(chunk)
+        while result != Feed(visible_text="", function_call=None):
+            raw = result.function_call.raw if result.function_call else ""
+            out += len(result.visible_text) + len(raw)
+            result = p.feed("")
+        yield fed - out
+
+
+def reference(text: str, tools: dict[str, dict[str, Any]]) -> list[Event]:
+    """SPEC 10 read over the whole text at once, for text without code wrappers and below the
+    cap: quadratic and obvious, the oracle for the incremental parser."""
+    events: list[Event] = []
+    shown = at = 0
+    while (anchor := _first_anchor(text, at, tools)) is not None:
+        start, name, paren = anchor
+        end = _balanced_end(text, paren)
+        if end is None:
+            break  # unbalanced at the end of the stream: visible
+        args = _arguments(text[paren + 1 : end - 1], tools[name])
+        if args is not None:
+            events += [text[shown:start], call(name, args, text[start:end])]
+            shown = end
+        at = end  # a refused span is released whole; scanning resumes after it
+    return merge([*events, text[shown:]])
+
+
+def _first_anchor(
+    text: str, at: int, tools: dict[str, dict[str, Any]]
+) -> tuple[int, str, int] | None:
+    for start in range(at, len(text)):
+        if start and re.fullmatch(r"[A-Za-z0-9_]", text[start - 1]):
+            continue
+        for name in tools:
+            if text.startswith(name, start):
+                paren = start + len(name)
+                while paren < len(text) and text[paren] in " \t\r\n":
+                    paren += 1
+                if paren < len(text) and text[paren] == "(":
+                    return start, name, paren
+    return None
+
+
+def _balanced_end(text: str, paren: int) -> int | None:
+    depth, in_string, escaped = 0, False, False
+    for k in range(paren, len(text)):
+        c = text[k]
+        if escaped:
+            escaped = False
+        elif in_string:
+            escaped, in_string = c == "\\", c != '"'
+        elif c == '"':
+            in_string = True
+        elif c in "()":
+            depth += 1 if c == "(" else -1
+            if depth == 0:
+                return k + 1
+    return None
+
+
+def _arguments(body: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    required = schema.get("required", [])
+    if not body.strip():
+        return {} if not required else None
+    try:
+        value = json.loads(body, parse_constant=lambda token: 1 / 0)
+    except (ValueError, ZeroDivisionError):
+        return None
+    if isinstance(value, dict):
+        return value
+    sole_string = len(required) == 1 and schema["properties"][required[0]]["type"] == "string"
+    return {required[0]: value} if isinstance(value, str) and sole_string else None
+
+
 class TestProperties:
     @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
-    @given(text=texts, cuts=st.lists(st.integers(0, 200)), cap=caps)
+    @given(text=texts, cuts=st.lists(st.integers(0, 200)), cap=caps, tools=toolsets)
     def test_visible_text_and_call_raws_in_order_rebuild_the_input(
-        self, text: str, cuts: list[int], cap: int
+        self, text: str, cuts: list[int], cap: int, tools: dict[str, dict[str, Any]]
     ) -> None:
         """For any text and chunking, visible text with each call's raw put back is the input."""
-        assert rebuilt(run(chunked(text, cuts), cap)) == text
+        assert rebuilt(run(chunked(text, cuts), cap, tools)) == text
 
     @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
-    @given(text=texts, cuts=st.lists(st.integers(0, 200)), cap=caps)
-    def test_result_does_not_depend_on_chunking(self, text: str, cuts: list[int], cap: int) -> None:
+    @given(text=texts, cuts=st.lists(st.integers(0, 200)), cap=caps, tools=toolsets)
+    def test_result_does_not_depend_on_chunking(
+        self, text: str, cuts: list[int], cap: int, tools: dict[str, dict[str, Any]]
+    ) -> None:
         """For any text, the visible text and the calls are the same however it is chunked."""
-        assert run(chunked(text, cuts), cap) == run([text], cap)
+        assert run(chunked(text, cuts), cap, tools) == run([text], cap, tools)
+
+    @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=bare_texts, cuts=st.lists(st.integers(0, 200)), tools=toolsets)
+    def test_bare_calls_are_what_a_whole_text_reading_of_the_spec_finds(
+        self, text: str, cuts: list[int], tools: dict[str, dict[str, Any]]
+    ) -> None:
+        """Without code wrappers and below the cap, the calls and the visible text are those of
+        an obvious whole-text reading of SPEC 10 (ASCII boundary, any whitespace before ``(``,
+        an invalid balanced span released whole), however the text is chunked."""
+        assert run(chunked(text, cuts), 8192, tools) == reference(text, tools)
+
+    @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=texts, cuts=st.lists(st.integers(0, 200)), cap=caps, tools=toolsets)
+    def test_text_held_between_feeds_never_exceeds_the_cap(
+        self, text: str, cuts: list[int], cap: int, tools: dict[str, dict[str, Any]]
+    ) -> None:
+        """Once each feed's queue is drained, what has not come out yet is at most the cap."""
+        p = VerbatimToolCallParser(tools=tools, max_buffer_chars=cap)
+        assert max(fed_then_drained(p, chunked(text, cuts)), default=0) <= cap
 
     @settings(max_examples=200)
     @given(text=st.text(max_size=300), cuts=st.lists(st.integers(0, 300)), cap=caps)
     def test_any_unicode_input_never_raises(self, text: str, cuts: list[int], cap: int) -> None:
         """Arbitrary text, arbitrarily chunked, never raises and loses nothing."""
         assert rebuilt(run(chunked(text, cuts), cap)) == text
+
+    @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        text=st.lists(st.one_of(st.sampled_from(TOKENS), st.text(max_size=3)), max_size=60).map(
+            "".join
+        ),
+        cuts=st.lists(st.integers(0, 400)),
+        cap=caps,
+        tools=toolsets,
+    )
+    def test_hostile_text_mixed_with_any_unicode_never_raises(
+        self, text: str, cuts: list[int], cap: int, tools: dict[str, dict[str, Any]]
+    ) -> None:
+        """Tool names, code openers and JSON mixed with arbitrary characters, arbitrarily
+        chunked, never raise, lose nothing and do not depend on the chunking."""
+        events = run(chunked(text, cuts), cap, tools)
+        assert rebuilt(events) == text
+        assert events == run([text], cap, tools)
+
+
+def python_steps(chunks: Sequence[str], tools: dict[str, dict[str, Any]]) -> int:
+    """Lines of engine/verbatim.py executed while feeding the chunks and draining the parser:
+    a deterministic measure of the parser's own work (its C-level reads are each anchored or
+    forward-only; the benchmark times them)."""
+    count = 0
+
+    def in_parser(frame: FrameType, event: str, arg: object) -> Callable[..., object] | None:
+        return count_line if frame.f_code.co_filename == verbatim.__file__ else None
+
+    def count_line(frame: FrameType, event: str, arg: object) -> Callable[..., object]:
+        nonlocal count
+        count += event == "line"
+        return count_line
+
+    previous = sys.gettrace()
+    sys.settrace(in_parser)
+    try:
+        run(chunks, tools=tools)
+    finally:
+        sys.settrace(previous)
+    return count
+
+
+HOSTILE_UNITS = [
+    "search",  # a name repeated with no boundary between
+    "search ",  # a full name awaiting "(" again and again
+    "search\n\n",
+    "search(",  # an anchor that never balances: held to the cap, again and again
+    "`search",
+    "``` search\n",
+    "web-sear-",  # a name dying at a "-" where another may start
+    "x-web-search-",
+    "請調用search\t",
+    "(",
+    "[",
+    '\\"',
+    "get_time()",  # a call per unit
+    'search(search("m1")) ',  # an invalid balanced span per unit
+]
+
+
+class TestLinearCost:
+    @pytest.mark.parametrize("size", [1, 7, None], ids=["1-char", "7-char", "whole"])
+    @pytest.mark.parametrize("unit", HOSTILE_UNITS)
+    def test_four_times_the_hostile_text_costs_at_most_four_times_the_steps(
+        self, unit: str, size: int | None
+    ) -> None:
+        """The parser's Python steps grow linearly with hostile text, however it is chunked."""
+
+        def steps(repeats: int) -> int:
+            text = 'search({"q": "' + unit * repeats if unit in "([" else unit * repeats
+            chunks = (
+                [text] if size is None else [text[i : i + size] for i in range(0, len(text), size)]
+            )
+            return python_steps(chunks, TOOLS)
+
+        small, large = steps(300), steps(1200)
+        assert large <= 4 * small + 200, (small, large)

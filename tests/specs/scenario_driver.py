@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.specs.conformance import Stepped
-from toolloop.engine.config import load_config
+from toolloop.engine.config import parse_config
 from toolloop.engine.effects import DispatchTool, Effect, Finish, RaiseError, StreamOnce
 from toolloop.engine.events import (
     Event,
@@ -43,7 +43,7 @@ TURN_KEYS = {"provider", "user_impersonation", "deliberate_mode"}
 
 def run_scenario(scenario: dict[str, Any]) -> list[Stepped]:
     """Every step `step` takes on the scenario, until its final effect."""
-    state = initial_state(load_config(scenario["env"]).config, _turn(scenario["turn"]))
+    state = initial_state(parse_config(scenario["env"]).config, _turn(scenario["turn"]))
     streams = _cycle(scenario["streams"])
     (tool,) = scenario["tools"]
     results = _cycle(tool["results"])

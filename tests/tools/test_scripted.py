@@ -13,7 +13,7 @@ import trio.testing
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.registry import ToolRegistry
-from toolloop.engine.config import load_config
+from toolloop.engine.config import parse_config
 from toolloop.states import GenerationTurnResult, StreamError, StreamStatus, TurnStatus
 from toolloop.tools.scenario import parse_scenario
 from toolloop.tools.scripted import (
@@ -53,7 +53,7 @@ def run(document: dict[str, Any]) -> Run:
     async def main() -> GenerationTurnResult:
         return await run_tool_loop(
             turn=scenario.turn,
-            config=load_config(scenario.env).config,
+            config=parse_config(scenario.env).config,
             provider=provider,
             registry=registry,
             channel=channel,

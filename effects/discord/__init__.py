@@ -1,0 +1,35 @@
+"""toolloop on Discord (extra `toolloop[discord]`, discord.py 2.x): the channel adapter,
+the per-channel turn manager and a bot that runs the tool loop (docs/discord.md)."""
+
+from toolloop.effects.discord.adapter import (
+    BotVoice,
+    DeliveryError,
+    DiscordChannel,
+    Persona,
+    Voice,
+    WebhookVoice,
+    notice_embed,
+)
+from toolloop.effects.discord.bot import BotSettings, MissingSetting, ToolloopBot
+from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
+from toolloop.effects.discord.split import cut_page
+from toolloop.effects.discord.turns import TurnManager, TurnRequest
+
+__all__ = [
+    "AnyioClock",
+    "BotSettings",
+    "BotVoice",
+    "Clock",
+    "DeliveryError",
+    "DiscordChannel",
+    "EditWindow",
+    "MissingSetting",
+    "Persona",
+    "ToolloopBot",
+    "TurnManager",
+    "TurnRequest",
+    "Voice",
+    "WebhookVoice",
+    "cut_page",
+    "notice_embed",
+]

@@ -1,0 +1,326 @@
+"""The Channel port on Discord: one message per stream, edits coalesced under the rate limit.
+
+Each stream (`stream_started` .. `stream_ended`) gets its own message. The
+reader (the interpreter's sink) awaits only a stream's first message, so that a
+channel Discord refuses fails the stream at once (SPEC 5, the channel fails);
+after that `send_text` only appends, and a background editor per stream brings
+the message up to date as often as the channel's `EditWindow` allows (5 edits
+per 5 s), always ending on the last text. A slow or rate-limited edit therefore
+never slows the model's stream. A message that outgrows 2000 characters is cut
+on a paragraph, line, sentence or word (`split.cut_page`) and continues in a
+new one. A refusal seen by an editor fails the stream's next `send_text`.
+
+Notices are embeds coloured by level; the persona's webhook speaks the
+persona's text and notices when one is configured. Hidden notices go to the
+thought-log channel, or nowhere. Ids are discord.py's ints; the port's ids are
+their decimal strings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol, Self
+
+import anyio
+import attrs
+import discord
+from anyio.abc import TaskGroup
+
+from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
+from toolloop.effects.discord.split import cut_page
+from toolloop.effects.ports import Notice, StreamSpan
+
+log = logging.getLogger("toolloop.discord")
+COLOURS = {
+    "info": discord.Colour.blue(),
+    "warning": discord.Colour.orange(),
+    "error": discord.Colour.red(),
+}
+"""The embed colour of each notice level."""
+
+
+class DeliveryError(RuntimeError):
+    """Discord refused or failed a send: the stream ends `error` with this (SPEC 5)."""
+
+    def __init__(self, channel_id: int, what: str, error: discord.HTTPException) -> None:
+        super().__init__(
+            f"Discord refused the {what} in channel {channel_id}: "
+            f"HTTP {error.status} ({error.text or type(error).__name__})"
+        )
+        self.channel_id, self.status = channel_id, error.status
+
+
+@attrs.frozen(kw_only=True)
+class Persona:
+    """The webhook identity the persona speaks with."""
+
+    name: str
+    avatar_url: str | None = None
+
+
+class Voice(Protocol):
+    """Who sends a new message: the bot itself or the persona's webhook."""
+
+    async def send(
+        self,
+        *,
+        content: str | None = None,
+        embed: discord.Embed | None = None,
+        reply_to: int | None,
+    ) -> discord.Message: ...
+
+
+@attrs.frozen
+class BotVoice:
+    """The bot's own messages in `channel`; they can reply to a message."""
+
+    channel: discord.TextChannel | discord.Thread | discord.DMChannel
+
+    async def send(
+        self,
+        *,
+        content: str | None = None,
+        embed: discord.Embed | None = None,
+        reply_to: int | None,
+    ) -> discord.Message:
+        reference = None
+        if reply_to is not None:
+            reference = discord.MessageReference(
+                message_id=reply_to, channel_id=self.channel.id, fail_if_not_exists=False
+            )
+        return await self.channel.send(content=content, embed=embed, reference=reference)  # type: ignore[arg-type]
+
+
+@attrs.frozen
+class WebhookVoice:
+    """The persona's messages through a channel's webhook (a webhook cannot reply)."""
+
+    webhook: discord.Webhook
+    persona: Persona
+    thread: discord.Thread | None = None
+
+    async def send(
+        self,
+        *,
+        content: str | None = None,
+        embed: discord.Embed | None = None,
+        reply_to: int | None,
+    ) -> discord.Message:
+        options: dict[str, Any] = {"username": self.persona.name, "wait": True}
+        if self.persona.avatar_url is not None:
+            options["avatar_url"] = self.persona.avatar_url
+        if self.thread is not None:
+            options["thread"] = self.thread
+        if content is not None:
+            options["content"] = content
+        if embed is not None:
+            options["embed"] = embed
+        message: discord.Message = await self.webhook.send(**options)
+        return message
+
+
+def notice_embed(notice: Notice) -> discord.Embed:
+    """A notice as Discord shows it: its localized text, coloured by its level."""
+    return discord.Embed(description=notice.text, colour=COLOURS.get(notice.level))
+
+
+class DiscordChannel:
+    """One turn's Channel port on a Discord channel or thread (`async with` it around the turn).
+
+    Leaving the block waits for every stream's editor to send its last text.
+    """
+
+    def __init__(
+        self,
+        channel: discord.TextChannel | discord.Thread | discord.DMChannel,
+        *,
+        window: EditWindow,
+        persona: Voice | None = None,
+        thought_log: discord.abc.Messageable | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.channel_id = channel.id
+        self.bot = BotVoice(channel)
+        self.persona = persona
+        self.thought_log = thought_log
+        self.window = window
+        self.clock: Clock = clock or AnyioClock()
+        self.messages: list[discord.Message] = []
+        """Every text message the turn delivered, in order."""
+        self._writers: list[_Writer] = []
+        self._current: _Writer | None = None
+        self._replied = False
+        self._group: TaskGroup | None = None
+
+    async def __aenter__(self) -> Self:
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        assert self._group is not None
+        for writer in self._writers:  # a turn cancelled outside a stream leaves none open
+            writer.close()
+        return await self._group.__aexit__(*exc_info)
+
+    # -- the Channel port ------------------------------------------------------------------
+
+    def stream_started(self, stream: StreamSpan) -> None:
+        if self._group is None:
+            raise RuntimeError("use the DiscordChannel as `async with DiscordChannel(...)`")
+        writer = _Writer(self, stream)
+        self._writers.append(writer)
+        self._current = writer
+        self._group.start_soon(writer.edit_until_closed)
+
+    def stream_ended(self, stream: StreamSpan) -> None:
+        if self._current is not None and self._current.span == stream:
+            self._current.close()
+            self._current = None
+
+    async def send_text(self, text: str, *, reply_to: str | None) -> None:
+        writer = self._current
+        if writer is None:
+            raise RuntimeError("send_text outside a stream: the interpreter starts one first")
+        await writer.append(text)
+
+    async def send_notice(self, notice: Notice) -> None:
+        voice = self.persona if notice.identity is not None and self.persona else self.bot
+        try:
+            await voice.send(embed=notice_embed(notice), reply_to=None)
+        except discord.HTTPException as error:
+            raise self.refused(error, f"{notice.key} notice") from error
+
+    async def log_thought(self, notice: Notice) -> None:
+        if self.thought_log is None:
+            return
+        try:
+            await self.thought_log.send(embed=notice_embed(notice))
+        except discord.HTTPException as error:
+            raise self.refused(error, f"{notice.key} thought") from error
+
+    def delivered_message_ids(self) -> Sequence[str]:
+        return tuple(str(message.id) for message in self.messages)
+
+    async def delete_messages(self, ids: Sequence[str]) -> None:
+        """Stop the superseded streams' editors, then delete their messages (failures logged)."""
+        doomed = {int(i) for i in ids}
+        for writer in self._writers:
+            if any(message.id in doomed for message in writer.messages):
+                await writer.abandon()
+        for message in [m for m in self.messages if m.id in doomed]:
+            try:
+                await message.delete()
+            except discord.HTTPException as error:
+                self.refused(error, "deletion")
+            self.messages.remove(message)
+
+    # -- what the writers share ------------------------------------------------------------
+
+    async def new_message(self, content: str, stream: StreamSpan) -> discord.Message:
+        """A stream's next message; the turn's first one replies to the stream's target."""
+        reply_to = None if self._replied or stream.reply_to is None else int(stream.reply_to)
+        self._replied = True
+        message = await (self.persona or self.bot).send(content=content, reply_to=reply_to)
+        self.messages.append(message)
+        return message
+
+    async def edit_slot(self) -> None:
+        """Wait until one more edit keeps the channel's rate limit, and take it."""
+        at = self.window.next_at(self.clock.now())
+        if at > self.clock.now():
+            await self.clock.sleep_until(at)
+        self.window.record(self.clock.now())
+
+    def refused(self, error: discord.HTTPException, what: str) -> DeliveryError:
+        """The failure, logged with the channel and the HTTP status."""
+        failure = DeliveryError(self.channel_id, what, error)
+        log.warning("%s", failure)
+        return failure
+
+
+class _Writer:
+    """One stream's messages: the reader appends, the editor task shows what was appended."""
+
+    def __init__(self, channel: DiscordChannel, span: StreamSpan) -> None:
+        self.channel, self.span = channel, span
+        self.tail = ""
+        """The text of the stream's current message, sent or not yet."""
+        self.shown = ""
+        """What the current message shows."""
+        self.message: discord.Message | None = None
+        self.messages: list[discord.Message] = []
+        self.failure: DeliveryError | None = None
+        self.closed = False
+        self._wake = anyio.Event()
+        self._scope = anyio.CancelScope()
+        self._done = anyio.Event()
+
+    async def append(self, text: str) -> None:
+        """The reader's side: a refusal fails it; only the stream's first message is awaited."""
+        if self.failure is not None:
+            raise self.failure
+        self.tail += text
+        if self.messages or not self.tail.strip():
+            self._wake.set()
+            return
+        cut = cut_page(self.tail)
+        first = cut[0] if cut is not None else self.tail
+        self.message, self.shown = await self._send(first, None), first
+        if cut is not None:
+            self.tail, self.message, self.shown = cut[1], None, ""
+            self._wake.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake.set()
+
+    async def abandon(self) -> None:
+        """Stop editing at once (the messages are about to be deleted)."""
+        self._scope.cancel()
+        await self._done.wait()
+
+    async def edit_until_closed(self) -> None:
+        """The editor: on each wake, catch the messages up; end once closed and caught up."""
+        with self._scope:
+            try:
+                while self.failure is None and not (self.closed and self._caught_up()):
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+                    await self._catch_up()
+            except DeliveryError as failure:
+                self.failure = failure
+        self._done.set()
+
+    def _caught_up(self) -> bool:
+        return self.tail == self.shown or not self.tail.strip()
+
+    async def _catch_up(self) -> None:
+        """Close full pages, then show the latest text; every edit waits for a rate-limit slot.
+
+        The text is read after the slot, so the edits a wait saved are coalesced into one.
+        """
+        while not self._caught_up():
+            if self.message is not None:
+                await self.channel.edit_slot()
+            cut = cut_page(self.tail)
+            if cut is not None:
+                page, self.tail = cut
+                message, self.message, self.shown = self.message, None, ""
+                await self._send(page, message)
+            else:
+                content = self.tail
+                self.message, self.shown = await self._send(content, self.message), content
+
+    async def _send(self, content: str, message: discord.Message | None) -> discord.Message:
+        """`content` as the stream's next message, or as `message`'s new text."""
+        try:
+            if message is None:
+                message = await self.channel.new_message(content, self.span)
+                self.messages.append(message)
+                return message
+            return await message.edit(content=content)
+        except discord.HTTPException as error:
+            self.failure = self.channel.refused(error, "message")
+            raise self.failure from error

@@ -1,0 +1,243 @@
+"""A discord.py bot on toolloop: a bot author brings a provider, tools and a persona.
+
+`ToolloopBot` answers every message in the channels it can read through the
+`TurnManager` (one turn per channel at a time), speaks through `DiscordChannel`
+(one message per stream, the persona's webhook when one is configured), offers
+`/kill` as a slash command, and keeps a short transcript per channel as the
+model's context. `BotSettings.from_env` reads its configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TypeVar
+
+import attrs
+import discord
+from discord import app_commands
+
+from toolloop.effects.discord.adapter import DiscordChannel, Persona, Voice, WebhookVoice
+from toolloop.effects.discord.rate import Clock, EditWindow
+from toolloop.effects.discord.turns import Place, TurnManager, TurnRequest, from_a_user
+from toolloop.effects.observe import HostObserver
+from toolloop.effects.ports import Provider, ToolRegistry
+from toolloop.effects.turn import Attempt, run_generation_turn
+from toolloop.states import ContextItem, GenerationTurnResult, Sticker, TurnSettings
+from toolloop.states import Persona as TurnPersona
+
+log = logging.getLogger("toolloop.discord")
+N = TypeVar("N", int, float)
+TOKEN = "DISCORD_TOKEN"
+BASE_URL, MODEL, API_KEY = "TOOLLOOP_BASE_URL", "TOOLLOOP_MODEL", "OPENAI_API_KEY"
+PERSONA, AVATAR = "TOOLLOOP_PERSONA_NAME", "TOOLLOOP_PERSONA_AVATAR_URL"
+STOP_PHRASE, THOUGHT_LOG = "TOOLLOOP_STOP_PHRASE", "TOOLLOOP_THOUGHT_LOG_CHANNEL"
+STALE = "TOOLLOOP_STALE_TURN_SECONDS"
+WEBHOOK_NAME = "toolloop"
+TRANSCRIPT = 40
+"""How many recent messages of a channel the model sees."""
+SYSTEM = (
+    "You are {name}, a helpful assistant in a Discord channel. Use your tools when a "
+    "question needs them; never guess a calculation or the time. Answer concisely."
+)
+
+
+class MissingSetting(ValueError):
+    """A required environment variable is not set; the message names it."""
+
+
+@attrs.frozen(kw_only=True)
+class BotSettings:
+    """The bot's configuration (`from_env` reads it from the environment)."""
+
+    token: str
+    base_url: str | None = None
+    """An OpenAI-compatible endpoint; None serves the embedded demo model on loopback."""
+    model: str | None = None
+    api_key: str | None = None
+    persona: Persona | None = None
+    """Speak as this webhook identity; None speaks as the bot."""
+    stop_phrase: str | None = None
+    thought_log_channel: int | None = None
+    stale_turn_seconds: float = 600.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> BotSettings:
+        """The settings in `env`; a missing token or a malformed number names its variable."""
+        token = env.get(TOKEN, "").strip()
+        if not token:
+            raise MissingSetting(
+                f"{TOKEN} is not set: put your bot's token there "
+                "(Discord Developer Portal > your application > Bot > Reset Token)"
+            )
+        name = env.get(PERSONA, "").strip()
+        return cls(
+            token=token,
+            base_url=env.get(BASE_URL) or None,
+            model=env.get(MODEL) or None,
+            api_key=env.get(API_KEY) or None,
+            persona=Persona(name=name, avatar_url=env.get(AVATAR) or None) if name else None,
+            stop_phrase=env.get(STOP_PHRASE) or None,
+            thought_log_channel=_number(env, THOUGHT_LOG, int),
+            stale_turn_seconds=_number(env, STALE, float) or 600.0,
+        )
+
+
+def _number(env: Mapping[str, str], name: str, kind: type[N]) -> N | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        expected = "a whole number" if kind is int else "a number"
+        raise ValueError(f"{name} must be {expected}, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name} must be above 0, got {raw!r}")
+    return value
+
+
+class ToolloopBot(discord.Client):
+    """A Discord bot whose every channel turn runs the tool loop."""
+
+    def __init__(
+        self,
+        settings: BotSettings,
+        *,
+        provider: Provider,
+        registry: ToolRegistry,
+        clock: Clock | None = None,
+        intents: discord.Intents | None = None,
+        on_event: HostObserver | None = None,
+    ) -> None:
+        """`on_event` sees every turn's host events (streams, tools, notices), e.g. to log them."""
+        if intents is None:
+            intents = discord.Intents.default()
+            intents.message_content = True
+        super().__init__(intents=intents)
+        self.settings, self.provider, self.registry = settings, provider, registry
+        self.clock, self.on_event = clock, on_event
+        self.tree = app_commands.CommandTree(self)
+        self.turns = TurnManager(
+            self.respond,
+            self.open_channel,
+            stop_phrase=settings.stop_phrase,
+            stale_after=settings.stale_turn_seconds,
+        )
+        self.transcripts: dict[int, list[ContextItem]] = {}
+        """Each channel's recent messages, oldest first (at most `TRANSCRIPT`)."""
+        self._windows: dict[int, EditWindow] = {}
+        self._voices: dict[int, Voice | None] = {}
+        self.tree.command(name="kill", description="Stop the bot's reply in this channel")(
+            self._kill_command
+        )
+
+    async def setup_hook(self) -> None:
+        """Register `/kill` with Discord."""
+        await self.tree.sync()
+
+    async def on_message(self, message: discord.Message) -> None:
+        if not from_a_user(message):
+            return
+        transcript = self._transcript(message.channel.id)
+        transcript.append(ContextItem(author=message.author.display_name, content=message.content))
+        del transcript[:-TRANSCRIPT]
+        await self.turns.on_message(message)
+
+    def kill_reply(self, channel_id: int) -> str:
+        """What `/kill` does in a channel and says about it."""
+        return "Stopped." if self.turns.kill(channel_id) else "Nothing to stop here."
+
+    async def _kill_command(self, interaction: discord.Interaction) -> None:
+        reply = self.kill_reply(interaction.channel_id or 0)
+        await interaction.response.send_message(reply, ephemeral=True)
+
+    async def close(self) -> None:
+        """Let the running turns finish their messages, then disconnect."""
+        await self.turns.wait_idle()
+        await super().close()
+
+    # -- one turn --------------------------------------------------------------------------
+
+    async def open_channel(self, place: Place) -> DiscordChannel:
+        """The Channel port of one turn in `place`."""
+        thought_log = None
+        if self.settings.thought_log_channel is not None:
+            found = self.get_channel(self.settings.thought_log_channel)
+            thought_log = found if isinstance(found, discord.abc.Messageable) else None
+        return DiscordChannel(
+            place,
+            window=self._windows.setdefault(place.id, EditWindow()),
+            persona=await self.persona_voice(place),
+            thought_log=thought_log,
+            clock=self.clock,
+        )
+
+    async def persona_voice(self, place: Place) -> Voice | None:
+        """The persona's webhook in `place` (made once); None without a persona or permission."""
+        persona = self.settings.persona
+        if persona is None or isinstance(place, discord.DMChannel):
+            return None
+        if place.id not in self._voices:
+            self._voices[place.id] = await self._webhook_voice(place, persona)
+        return self._voices[place.id]
+
+    async def _webhook_voice(
+        self, place: discord.TextChannel | discord.Thread, persona: Persona
+    ) -> Voice | None:
+        parent = place.parent if isinstance(place, discord.Thread) else place
+        if not isinstance(parent, discord.TextChannel):
+            return None
+        try:
+            hooks = [h for h in await parent.webhooks() if h.name == WEBHOOK_NAME]
+            hook = hooks[0] if hooks else await parent.create_webhook(name=WEBHOOK_NAME)
+        except discord.HTTPException as error:
+            log.warning(
+                "no webhook in channel %s (HTTP %s): the persona speaks as the bot",
+                parent.id,
+                error.status,
+            )
+            return None
+        thread = place if isinstance(place, discord.Thread) else None
+        return WebhookVoice(hook, persona, thread)
+
+    async def respond(self, request: TurnRequest) -> GenerationTurnResult:
+        """Run the generation turn for the batch, and remember what the persona said."""
+        place_id, trigger = request.channel.channel_id, request.messages[-1]
+        transcript = self._transcript(place_id)
+        answered = len(transcript)
+        # the messages after `answered` arrived during the turn: its reply goes before them
+        name = self.settings.persona.name if self.settings.persona else self.user_name
+        guild = trigger.guild
+        result = await run_generation_turn(
+            turn=TurnSettings(
+                persona=TurnPersona(name=name),
+                context=(
+                    ContextItem(kind="system", content=SYSTEM.format(name=name)),
+                    *transcript,
+                ),
+                channel_id=str(place_id),
+                user_id=str(trigger.author.id),
+                guild_id=str(guild.id) if guild is not None else None,
+                guild_stickers=tuple(
+                    Sticker(id=str(s.id), name=s.name) for s in (guild.stickers if guild else ())
+                ),
+            ),
+            attempts=[Attempt(provider=self.provider)],
+            registry=self.registry,
+            channel=request.channel,
+            control=request.control,
+            reply_to=str(trigger.id),
+            on_event=self.on_event,
+        )
+        said = [ContextItem(author=name, content=r.text) for r in result.persona_responses]
+        transcript[answered:answered] = said
+        del transcript[:-TRANSCRIPT]
+        return result
+
+    @property
+    def user_name(self) -> str:
+        return self.user.name if self.user is not None else "toolloop"
+
+    def _transcript(self, place_id: int) -> list[ContextItem]:
+        return self.transcripts.setdefault(place_id, [])

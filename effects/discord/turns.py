@@ -1,0 +1,160 @@
+"""Per-channel turns: one at a time, a queue, follow-ups, genuine stops and the stale timeout.
+
+A message that arrives while its channel's turn runs is a follow-up: it is
+queued and the turn's control is told (`request_follow_up`), which interrupts
+a first stream and waits behind a tool chain (SPEC 5, 6); when the turn ends,
+everything queued meanwhile is answered by the next turn, as one batch. `/kill`
+and the stop phrase are genuine stops: the running turn is killed and the queue
+dropped. Each turn gets its own `MemoryTurnControl`, so a kill can never reach
+the next turn; only the follow-up count carries over. A turn that outlives
+`stale_after` seconds is cancelled. `wait_idle()` waits for every channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import anyio
+import attrs
+import discord
+
+from toolloop.effects.discord.adapter import DiscordChannel
+from toolloop.effects.memory import MemoryTurnControl
+from toolloop.states import GenerationTurnResult, TurnStatus
+
+log = logging.getLogger("toolloop.discord")
+Place = discord.TextChannel | discord.Thread | discord.DMChannel
+
+
+@attrs.frozen(kw_only=True)
+class TurnRequest:
+    """What one turn answers and the ports it runs with."""
+
+    messages: tuple[discord.Message, ...]
+    """The batch this turn answers, oldest first; the last is the reply target."""
+    channel: DiscordChannel
+    control: MemoryTurnControl
+
+
+Respond = Callable[[TurnRequest], Awaitable[GenerationTurnResult]]
+OpenChannel = Callable[[Place], Awaitable[DiscordChannel]]
+
+
+def from_a_user(message: discord.Message) -> bool:
+    """Not a bot's message, nor a webhook's (the persona's own included)."""
+    return not message.author.bot and message.webhook_id is None
+
+
+@attrs.define
+class _Lane:
+    """One Discord channel's queue and running turn."""
+
+    pending: list[discord.Message] = attrs.field(factory=list)
+    control: MemoryTurnControl | None = None
+    task: asyncio.Task[None] | None = None
+    follow_ups: int = 0
+
+
+class TurnManager:
+    """Runs each Discord channel's turns one at a time (`on_message`, `kill`, `wait_idle`)."""
+
+    def __init__(
+        self,
+        respond: Respond,
+        open_channel: OpenChannel,
+        *,
+        stop_phrase: str | None = None,
+        stale_after: float = 600.0,
+    ) -> None:
+        self._respond, self._open = respond, open_channel
+        self._stop_phrase = stop_phrase.strip().casefold() if stop_phrase else None
+        self._stale_after = stale_after
+        self._lanes: dict[int, _Lane] = {}
+
+    async def on_message(self, message: discord.Message) -> None:
+        """A user's message: a stop, the start of a turn, or a follow-up of the running one."""
+        if not from_a_user(message):
+            return
+        lane = self._lanes.setdefault(message.channel.id, _Lane())
+        if self._stop_phrase is not None and message.content.strip().casefold() == (
+            self._stop_phrase
+        ):
+            self._stop(lane)
+            return
+        lane.pending.append(message)
+        if lane.control is not None:
+            lane.control.request_follow_up()
+        if lane.task is None or lane.task.done():
+            lane.task = asyncio.create_task(self._drain(lane, message.channel))  # type: ignore[arg-type]
+
+    def kill(self, channel_id: int) -> bool:
+        """`/kill`: stop the channel's turn and drop its queue; False when nothing ran."""
+        lane = self._lanes.get(channel_id)
+        if lane is None or lane.control is None:
+            return False
+        self._stop(lane)
+        return True
+
+    def busy(self, channel_id: int) -> bool:
+        """A turn runs or waits in the channel."""
+        lane = self._lanes.get(channel_id)
+        return lane is not None and lane.task is not None and not lane.task.done()
+
+    async def wait_idle(self) -> None:
+        """Wait until no channel has a turn running or queued."""
+        while tasks := [
+            lane.task for lane in self._lanes.values() if lane.task and not lane.task.done()
+        ]:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _stop(self, lane: _Lane) -> None:
+        lane.pending.clear()
+        if lane.control is not None:
+            lane.control.kill()
+
+    async def _drain(self, lane: _Lane, place: Place) -> None:
+        """Answer the channel's queue, one batch per turn, until it is empty."""
+        while lane.pending:
+            batch, lane.pending = tuple(lane.pending), []
+            control = MemoryTurnControl()
+            control.follow_up_count = lane.follow_ups
+            lane.control = control
+            try:
+                await self._turn(place, batch, control)
+            except Exception:
+                log.exception("the turn in channel %s failed", place.id)
+            finally:
+                lane.control, lane.follow_ups = None, control.follow_up_count
+
+    async def _turn(
+        self, place: Place, batch: tuple[discord.Message, ...], control: MemoryTurnControl
+    ) -> None:
+        result: GenerationTurnResult | None = None
+        async with await self._open(place) as channel:
+            with anyio.move_on_after(self._stale_after) as scope:
+                result = await self._respond(
+                    TurnRequest(messages=batch, channel=channel, control=control)
+                )
+        if scope.cancelled_caught:
+            stale = self._stale_after
+            log.warning("the turn in channel %s outlived %s s and was cancelled", place.id, stale)
+        elif result is not None and result.status is TurnStatus.COMPLETED:
+            await send_sticker(place, result)
+
+
+async def send_sticker(place: Place, result: GenerationTurnResult) -> None:
+    """The sticker the turn selected, sent by the bot after its text (webhooks cannot)."""
+    if result.selected_sticker is None:
+        return
+    sticker_id = int(result.selected_sticker.id)
+    guild = place.guild if isinstance(place, discord.TextChannel | discord.Thread) else None
+    sticker = discord.utils.get(guild.stickers, id=sticker_id) if guild is not None else None
+    try:
+        await place.send(stickers=[sticker or discord.Object(id=sticker_id)])  # type: ignore[list-item]
+    except discord.HTTPException as error:
+        status = error.status
+        log.warning(
+            "Discord refused sticker %s in channel %s: HTTP %s", sticker_id, place.id, status
+        )

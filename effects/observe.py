@@ -1,0 +1,122 @@
+"""What a host shows of a running turn, as typed events: streams, tools, notices, the finish.
+
+`run_tool_loop(on_event=...)` calls the host with these as they happen, so a
+bot's status line or a log never reads the engine's effects (`StreamOnce`,
+`DispatchTool`). They are derived from each step (`host_events`) plus the
+interpreter's notice sender; every one names its attempt and iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import attrs
+
+from toolloop.effects.ports import Notice
+from toolloop.engine import effects as fx
+from toolloop.engine.events import Event, StreamEnded, ToolSettled
+from toolloop.engine.step import Step
+from toolloop.states import (
+    GenerationTurnResult,
+    IterationState,
+    JsonObject,
+    StreamStatus,
+)
+
+
+@attrs.frozen(kw_only=True)
+class StreamStarted:
+    """A provider call began."""
+
+    attempt: int
+    iteration: int
+
+
+@attrs.frozen(kw_only=True)
+class StreamFinished:
+    """A provider call ended with this status and visible text."""
+
+    attempt: int
+    iteration: int
+    status: StreamStatus
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class ToolStarted:
+    """A tool was dispatched; its arguments have every secret its schema names redacted."""
+
+    attempt: int
+    iteration: int
+    name: str
+    args: JsonObject | None
+
+
+@attrs.frozen(kw_only=True)
+class ToolFinished:
+    """A tool settled (success, failure, timeout or kill) after `duration_ms`."""
+
+    attempt: int
+    iteration: int
+    name: str
+    success: bool
+    error: str | None
+    duration_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class NoticeShown:
+    """A notice reached the channel, or the thought log when it is hidden."""
+
+    attempt: int
+    notice: Notice
+
+
+@attrs.frozen(kw_only=True)
+class TurnFinished:
+    """The attempt is over with this result."""
+
+    attempt: int
+    result: GenerationTurnResult
+
+
+HostEvent = StreamStarted | StreamFinished | ToolStarted | ToolFinished | NoticeShown | TurnFinished
+HostObserver = Callable[[HostEvent], None]
+"""Called synchronously with each host event; it must not block."""
+Redact = Callable[[str, JsonObject | None], JsonObject | None]
+
+
+def host_events(
+    attempt: int, state: IterationState, event: Event, out: Step, redact: Redact
+) -> Iterator[HostEvent]:
+    """The host events of one step: `state` is the state before it, `out` what it returned."""
+    if isinstance(event, StreamEnded):
+        result = event.result
+        yield StreamFinished(
+            attempt=attempt,
+            iteration=state.iteration,
+            status=result.status,
+            text=result.accumulated_text,
+        )
+    elif isinstance(event, ToolSettled) and state.pending is not None:
+        yield ToolFinished(
+            attempt=attempt,
+            iteration=state.iteration,
+            name=state.pending.name,
+            success=event.result.success,
+            error=event.result.error,
+            duration_ms=event.duration_ms,
+        )
+    for effect in out.effects:
+        if isinstance(effect, fx.StreamOnce):
+            yield StreamStarted(attempt=attempt, iteration=effect.iteration)
+        elif isinstance(effect, fx.DispatchTool):
+            name, args = effect.call.name, effect.call.args
+            yield ToolStarted(
+                attempt=attempt,
+                iteration=effect.context.iteration,
+                name=name,
+                args=redact(name, args),
+            )
+        elif isinstance(effect, fx.Finish):
+            yield TurnFinished(attempt=attempt, result=effect.result)

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import attrs
 
+from toolloop.effects.config import load_config
 from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import Channel, Provider, ToolRegistry, TurnControl
 from toolloop.effects.stash import ContextStash
-from toolloop.engine.config import load_config
 from toolloop.states import (
     ApiFamily,
     ContextItem,

@@ -235,6 +235,7 @@ class _Sink(_Call):
 
     __slots__ = (
         "_channel",
+        "_follow_ups",
         "_reply_to",
         "_suppressed",
         "_timeout",
@@ -252,9 +253,12 @@ class _Sink(_Call):
         channel: Channel,
         span: StreamSpan,
         timeout: float,
+        follow_ups: TurnControl | None,
     ) -> None:
         super().__init__(effect, runner, alarm, anyio.current_time() + timeout)
         self._channel, self._reply_to, self._timeout = channel, span.reply_to, timeout
+        self._follow_ups = follow_ups
+        """The turn control while the chain is not active: a follow-up ends this stream."""
         self._suppressed = effect.suppress_text_output
         self.parts: list[str] = []
         self.span = span
@@ -267,6 +271,7 @@ class _Sink(_Call):
         self.deadline = anyio.current_time() + self._timeout
 
     async def deliver(self, text: str) -> None:
+        self.check_follow_up()
         if not self.open:
             return
         self.parts.append(text)
@@ -284,6 +289,23 @@ class _Sink(_Call):
         if self.open:
             self.interrupted = True
             self.end_now()
+
+    def check_follow_up(self) -> None:
+        """Interrupt for a pending follow-up (SPEC 5) without waiting for the watcher to run.
+
+        The watcher task runs only once the runner yields, and a provider with its
+        body already read delivers the rest and returns without yielding: the runner
+        checks at the start, at each delivery and at the end.
+        """
+        follow_ups = self._follow_ups
+        if follow_ups is not None and follow_ups.pending_request() is StopRequest.FOLLOW_UP:
+            self.interrupt()
+
+    async def watch(self, stream: Awaitable[StreamResult]) -> StreamResult:
+        """`stream`'s result, unless a follow-up came meanwhile."""
+        result = await stream
+        self.check_follow_up()
+        return result
 
     @property
     def text(self) -> str:
@@ -494,9 +516,9 @@ class _Interpreter:
             reply_to=self.reply_to,
             suppressed=effect.suppress_text_output,
         )
-        sink = _Sink(effect, self._runner, self._alarm, self.channel, span, timeout)
-        if not self._chain_active and self.control.pending_request() is StopRequest.FOLLOW_UP:
-            sink.interrupt()  # a follow-up pending when the stream starts ends it at once
+        follow_ups = None if self._chain_active else self.control
+        sink = _Sink(effect, self._runner, self._alarm, self.channel, span, timeout, follow_ups)
+        sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
         request = StreamRequest(
             turn=self.turn,
             once=effect,
@@ -505,20 +527,20 @@ class _Interpreter:
             verbatim=self.verbatim,
         )
         self.channel.stream_started(span)
-        result = await self._call(sink, self.provider.stream(request, sink))
+        result = await self._call(sink, sink.watch(self.provider.stream(request, sink)))
         return StreamEnded(result=result, stop=self.control.pending_request())
 
     # -- stage 02 --------------------------------------------------------------------------
 
     async def _dispatch(self, effect: fx.DispatchTool) -> ToolSettled:
         context = effect.context
-        invocation = ToolInvocation(
-            killed=self.control.killed,
-            notify=self._progress_notice(context),
-            streaming=self._streaming_context(),
-        )
         timeout = self._tool_timeout_ms / 1000
         call = _ToolCall(effect, self._runner, self._alarm, timeout)
+        invocation = ToolInvocation(
+            killed=self.control.killed,
+            notify=self._progress_notice(context, call),
+            streaming=self._streaming_context(),
+        )
         work = self.registry.execute(effect.call, context, invocation)
         return self._tool_settled(call, await self._call(call, work))
 
@@ -548,9 +570,13 @@ class _Interpreter:
             stop=self.control.pending_request(),
         )
 
-    def _progress_notice(self, context: ToolContext) -> Callable[[str], Awaitable[None]]:
+    def _progress_notice(
+        self, context: ToolContext, call: _ToolCall
+    ) -> Callable[[str], Awaitable[None]]:
+        """A tool's progress notices, dropped once its call is over (killed, overdue)."""
+
         async def notify(text: str) -> None:
-            if context.suppress_progress_notices:
+            if context.suppress_progress_notices or not call.open:
                 return
             notice = Notice(
                 key="tool_progress",

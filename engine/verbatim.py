@@ -121,6 +121,10 @@ class _Mode(enum.Enum):
     ARGS = enum.auto()  #: the arguments, until the parentheses balance
     CLOSER = enum.auto()  #: a parsed call in code, awaiting its closing backticks
 
+    # members are singletons: hashing by identity keeps the per-step dispatch in C (Enum's own
+    # __hash__ is Python code, called on every step)
+    __hash__ = object.__hash__
+
 
 _TICK_RUN: Final = re.compile(r"`*+")
 _SPACES: Final = re.compile(r"[ \t]*+")
@@ -407,7 +411,10 @@ class VerbatimToolCallParser:
 
     def _next(self) -> tuple[str, VerbatimCall | None]:
         """Pop the next call, or all the text queued before it (merged)."""
-        out, parts = self._out, list[str]()
+        out = self._out
+        if not out:
+            return "", None
+        parts = list[str]()
         while out:
             item = out[0]
             if isinstance(item, VerbatimCall):

@@ -42,9 +42,8 @@ class GraphvizMissing(RuntimeError):
 
     def __init__(self, fmt: str) -> None:
         super().__init__(
-            f"--format {fmt} needs Graphviz's `dot`, which is not on PATH: run `make install` "
-            "(it installs the apt package graphviz), or `apt-get install graphviz`, or use "
-            "--format mermaid|dot"
+            f"--format {fmt} needs Graphviz's `dot`, which is not on PATH: install Graphviz "
+            "(`apt-get install graphviz`, `brew install graphviz`), or use --format mermaid|dot"
         )
 
 

@@ -87,6 +87,8 @@ def error_body(status: int, message: str) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    """Each chunk leaves at once, not after the client's delayed ACK (up to 40 ms a write)."""
     server: OwnedServer
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -787,34 +787,34 @@ def python_steps(chunks: Sequence[str], tools: dict[str, dict[str, Any]]) -> int
     return count
 
 
-HOSTILE_UNITS = [
-    "search",  # a name repeated with no boundary between
-    "search ",  # a full name awaiting "(" again and again
-    "search\n\n",
-    "search(",  # an anchor that never balances: held to the cap, again and again
-    "`search",
-    "``` search\n",
-    "web-sear-",  # a name dying at a "-" where another may start
-    "x-web-search-",
-    "請調用search\t",
-    "(",
-    "[",
-    '\\"',
-    "get_time()",  # a call per unit
-    'search(search("m1")) ',  # an invalid balanced span per unit
+HOSTILE = [  # (what starts the text, the unit repeated after it)
+    ("", "search"),  # a name repeated with no boundary between
+    ("", "search "),  # a full name awaiting "(" again and again
+    ("", "search\n\n"),
+    ("", "search("),  # an anchor that never balances: held to the cap, again and again
+    ("", "`search"),
+    ("", "``` search\n"),
+    ("", "web-sear-"),  # a name dying at a "-" where another may start
+    ("", "x-web-search-"),
+    ("", "請調用search\t"),
+    ("search", "("),  # endless parentheses
+    ('search({"q": ', "["),  # deep nesting
+    ('search({"q": "', '\\"'),  # endless escapes in a string
+    ("", "get_time()"),  # a call per unit
+    ("", 'search(search("m1")) '),  # an invalid balanced span per unit
 ]
 
 
 class TestLinearCost:
     @pytest.mark.parametrize("size", [1, 7, None], ids=["1-char", "7-char", "whole"])
-    @pytest.mark.parametrize("unit", HOSTILE_UNITS)
+    @pytest.mark.parametrize(("start", "unit"), HOSTILE)
     def test_four_times_the_hostile_text_costs_at_most_four_times_the_steps(
-        self, unit: str, size: int | None
+        self, start: str, unit: str, size: int | None
     ) -> None:
         """The parser's Python steps grow linearly with hostile text, however it is chunked."""
 
         def steps(repeats: int) -> int:
-            text = 'search({"q": "' + unit * repeats if unit in "([" else unit * repeats
+            text = start + unit * repeats
             chunks = (
                 [text] if size is None else [text[i : i + size] for i in range(0, len(text), size)]
             )

@@ -107,7 +107,7 @@ class TestRendering:
         with pytest.raises(
             GraphvizMissing,
             match=r"^--format svg needs Graphviz's `dot`.*"
-            r"make install.*apt-get install graphviz.*--format mermaid\|dot$",
+            r"install Graphviz \(`apt-get install graphviz`.*\), or use --format mermaid\|dot$",
         ):
             diagram.diagram("svg")
 

@@ -48,6 +48,7 @@ from toolloop.effects.ports import (
     Channel,
     Notice,
     Provider,
+    StreamingContext,
     StreamRequest,
     StreamSpan,
     ToolInvocation,
@@ -543,10 +544,23 @@ class _Interpreter:
         timeout = self._tool_timeout_ms / 1000
         call = _ToolCall(effect, self._runner, self._alarm, timeout)
         invocation = ToolInvocation(
-            killed=self.control.killed, notify=self._progress_notice(context, call)
+            killed=self.control.killed,
+            notify=self._progress_notice(context, call),
+            streaming=self._streaming_context(),
         )
         work = self.registry.execute(effect.call, context, invocation)
         return self._tool_settled(call, await self._call(call, work))
+
+    def _streaming_context(self) -> StreamingContext:
+        """The live stream the call being dispatched came from (SPEC 6 step 3)."""
+        state = self._state
+        assert state.pending is not None, "a dispatch always holds its call"
+        return StreamingContext(
+            reply_to=self.reply_to,
+            identity=self._identity(),
+            pre_tool_text=state.pending.stream.accumulated_text,
+            text_suppressed=state.suppress_text_output,
+        )
 
     @property
     def _tool_timeout_ms(self) -> int:

@@ -94,13 +94,33 @@ class ToolRegistry(Protocol):
 
 
 @attrs.frozen(kw_only=True)
+class StreamingContext:
+    """The stream a tool call came from, live in the channel (SPEC 6 step 3).
+
+    What a tool that delivers the reply itself needs to speak in the same place,
+    under the same identity, after what the model already said.
+    """
+
+    reply_to: str | None
+    """The message the turn's reply answers; None for scene turns."""
+    identity: str | None
+    """The persona's webhook identity the turn speaks as; None for the bot's own."""
+    pre_tool_text: str
+    """What the stream said before asking for the tool."""
+    text_suppressed: bool
+    """That text was kept out of the channel (a NovelAI retry)."""
+
+
+@attrs.frozen(kw_only=True)
 class ToolInvocation:
-    """What a running tool may use that is not data: the kill signal and progress notices."""
+    """What a running tool gets from the interpreter, live: kill signal, notices, its stream."""
 
     killed: anyio.Event
     """Set when the turn is killed: a tool waits on it to cancel its own I/O."""
     notify: Callable[[str], Awaitable[None]]
     """Send a progress notice (a no-op when the turn suppresses progress notices)."""
+    streaming: StreamingContext | None = None
+    """The live stream the call came from (None outside a turn, e.g. a tool run by hand)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -13,9 +13,12 @@ from collections.abc import Sequence
 
 import attrs
 
+from toolloop.effects.config import load_config
 from toolloop.effects.interpreter import Observer, run_tool_loop
+from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import Channel, Provider, ToolRegistry, TurnControl
+from toolloop.effects.stash import ContextStash
 from toolloop.states import (
     ApiFamily,
     ContextItem,
@@ -42,8 +45,8 @@ class Attempt:
 
     provider: Provider
     """The model's adapter; its descriptor becomes the attempt's `TurnSettings.provider`."""
-    config: LoopConfig = attrs.field(factory=LoopConfig)
-    """The limits this attempt's loop runs with."""
+    config: LoopConfig | None = None
+    """The limits this attempt's loop runs with; None: the environment's (`load_config`)."""
     verbatim_enabled: bool = False
     """The server enabled verbatim tool calling for this endpoint."""
 
@@ -72,6 +75,8 @@ async def run_generation_turn(
     registry: ToolRegistry,
     channel: Channel,
     control: TurnControl,
+    catalog: NoticeCatalog | None = None,
+    stash: ContextStash | None = None,
     reply_to: str | None = None,
     observer: Observer | None = None,
     on_event: HostObserver | None = None,
@@ -79,11 +84,17 @@ async def run_generation_turn(
     """Run the attempts in order until one ends other than `error` or `timeout`.
 
     A superseded attempt's delivered messages are deleted before the next one
-    speaks. The last attempt's result (or exception) is the turn's. `observer`
-    sees every step of every attempt, `on_event` their host events (`run_tool_loop`).
+    speaks. The last attempt's result (or exception) is the turn's. The notice
+    catalog, the context stash (one for the whole turn, so an item a tool put
+    aside in one attempt can be taken in the next), the reply target, the
+    observer (every step of every attempt) and `on_event` (their host events)
+    reach each attempt's `run_tool_loop` as they are. An attempt without its
+    own configuration runs with the environment's, read once for the turn.
     """
     if not attempts:
         raise ValueError("run_generation_turn needs at least one attempt")
+    stash = ContextStash() if stash is None else stash
+    environment: LoopConfig | None = None
     for index, attempt in enumerate(attempts):
         last = index == len(attempts) - 1
         verbatim = wants_verbatim(attempt, registry)
@@ -92,15 +103,21 @@ async def run_generation_turn(
             provider=attempt.provider.descriptor,
             context=attempt_context(turn.context, verbatim),
         )
+        config = attempt.config
+        if config is None:
+            environment = environment or load_config().config
+            config = environment
         delivered_before = len(channel.delivered_message_ids())
         try:
             result = await run_tool_loop(
                 turn=attempt_turn,
-                config=attempt.config,
+                config=config,
                 provider=attempt.provider,
                 registry=registry,
                 channel=channel,
                 control=control,
+                catalog=catalog,
+                stash=stash,
                 reply_to=reply_to,
                 verbatim=verbatim,
                 observer=observer,

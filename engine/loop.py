@@ -202,7 +202,9 @@ def dispatch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """The registry runs the call under its trimmed name, told about its turn (SPEC 6.3, 6.6)."""
     event, call, name = ctx.event, ctx.call, ctx.name
     assert isinstance(event, StreamEnded) and call is not None and name is not None
-    context = tool_call.tool_context(draft.turn, draft.iteration, draft.short_term_memory_updated)
+    context = tool_call.tool_context(
+        draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
+    )
     effects.append(DispatchTool(call=tool_call.renamed(call, name), context=context))
     draft.pending = PendingCall(stream=event.result, name=name)
 

@@ -12,6 +12,7 @@ from toolloop.engine.effects import Level, NoticeKey, SendNotice
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, STICKER_TOOL, is_visible
 from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,
+    ContextItem,
     FunctionCall,
     JsonObject,
     Sticker,
@@ -44,8 +45,10 @@ def renamed(call: FunctionCall, name: str) -> FunctionCall:
     return call if call.name == name else attrs.evolve(call, name=name)
 
 
-def tool_context(turn: TurnSettings, iteration: int, memory_updated: bool) -> ToolContext:
-    """What the tool is told about its turn (step 3)."""
+def tool_context(
+    turn: TurnSettings, iteration: int, memory_updated: bool, items: tuple[ContextItem, ...]
+) -> ToolContext:
+    """What the tool is told about its turn (step 3); `items`: the live context."""
     return ToolContext(
         channel_id=turn.channel_id,
         user_id=turn.user_id,
@@ -60,6 +63,7 @@ def tool_context(turn: TurnSettings, iteration: int, memory_updated: bool) -> To
         unavailable_for_turn=(
             frozenset({SHORT_TERM_MEMORY_TOOL}) if memory_updated else frozenset()
         ),
+        context_items=items,
     )
 
 

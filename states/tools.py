@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from toolloop.states.calls import FunctionCall, JsonObject
-from toolloop.states.turn import ProviderDescriptor
+from toolloop.states.turn import ContextItem, ProviderDescriptor
 
 
 @attrs.frozen(kw_only=True)
@@ -63,6 +63,8 @@ class ToolContext:
     """The chain is long (iteration >= 20): progress notices mention `/kill`."""
     unavailable_for_turn: frozenset[str] = frozenset()
     """Tools the registry must refuse as not available for the current turn."""
+    context_items: tuple[ContextItem, ...] = ()
+    """The attempt's context as it is now, enrichment from restarts included."""
 
     @property
     def provider_name(self) -> str:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from toolloop.engine.effects import (
     DispatchTool,
     Effect,
@@ -181,10 +183,21 @@ def channel_json(effects: list[Effect]) -> dict[str, Any]:
 
 
 def effect_json(effect: Effect) -> dict[str, Any]:
-    """One effect of the trace, tagged with its `type`; a provider call by its sizes."""
+    """One effect of the trace, tagged with its `type`; the context a call carries, counted."""
     if isinstance(effect, StreamOnce):
         return stream_once_json(effect)
+    if isinstance(effect, DispatchTool):
+        return dispatch_json(effect)
     data: dict[str, Any] = to_json(effect, Effect)
+    return {"type": data.pop("_type"), **data}
+
+
+def dispatch_json(effect: DispatchTool) -> dict[str, Any]:
+    """A dispatch, its tool context's live context items counted (the report stays linear)."""
+    items = effect.context.context_items
+    context = attrs.evolve(effect.context, context_items=())
+    data: dict[str, Any] = to_json(attrs.evolve(effect, context=context), Effect)
+    data["context"]["context_items"] = len(items)
     return {"type": data.pop("_type"), **data}
 
 

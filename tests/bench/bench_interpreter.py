@@ -298,7 +298,8 @@ def per_chunk(backend: str, deliver: bool) -> float:
     async def rounds() -> float:
         best, chunks = float("inf"), 100_000
         for _ in range(5):
-            sink = _Sink(_once(0, []), anyio.CancelScope(), _Alarm(), Channel(), None, 120.0)
+            span = StreamSpan(attempt=0, iteration=0)
+            sink = _Sink(_once(0, []), anyio.CancelScope(), _Alarm(), Channel(), span, 120.0, None)
             started = time.perf_counter()
             if deliver:
                 for _ in range(chunks):

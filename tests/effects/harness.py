@@ -162,6 +162,7 @@ class Host:
     config: LoopConfig = attrs.field(factory=LoopConfig)
     turn: TurnSettings = attrs.field(factory=TurnSettings)
     stash: ContextStash | None = None
+    reply_to: str | None = None
     events: list[tuple[float, Event]] = attrs.field(factory=list)
     """Every event the loop fed to `step`, with the anyio clock when it did."""
     last_state: IterationState | None = None
@@ -175,6 +176,7 @@ class Host:
             channel=self.channel,
             control=self.control,
             stash=self.stash,
+            reply_to=self.reply_to,
             observer=self._observe(),
         )
 

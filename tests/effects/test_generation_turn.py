@@ -7,7 +7,9 @@ server recorded are exactly what that attempt sent.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
+from importlib import resources
 from typing import Any
 
 import attrs
@@ -21,9 +23,11 @@ from tests.openai_server import (
     tool_call_reply,
 )
 from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.ports import Provider, StreamRequest, StreamSink
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
+from toolloop.effects.stash import ContextStash
 from toolloop.effects.turn import NUDGE, NUDGE_KIND, Attempt, RetryableError, run_generation_turn
 from toolloop.states import (
     ApiFamily,
@@ -102,7 +106,7 @@ class Chain:
         family: ApiFamily = ApiFamily.CUSTOM,
         *,
         verbatim: bool = False,
-        config: LoopConfig = QUICK,
+        config: LoopConfig | None = QUICK,
         raises: Exception | None = None,
     ) -> Attempt:
         """An attempt on `server`; with `raises`, its provider raises that after each stream."""
@@ -112,15 +116,21 @@ class Chain:
         return Attempt(provider=provider, config=config, verbatim_enabled=verbatim)
 
     async def run(
-        self, *attempts: Attempt, context: tuple[ContextItem, ...] = BASE
+        self,
+        *attempts: Attempt,
+        context: tuple[ContextItem, ...] = BASE,
+        registry: ToolRegistry | None = None,
+        **options: Any,
     ) -> GenerationTurnResult:
+        """Run the turn; `options` (catalog, stash, reply_to, observer) go to the turn as given."""
         try:
             return await run_generation_turn(
                 turn=TurnSettings(context=context),
                 attempts=attempts,
-                registry=self.registry(),
+                registry=registry or self.registry(),
                 channel=self.channel,
                 control=MemoryTurnControl(),
+                **options,
             )
         finally:
             for provider in self.providers:
@@ -397,6 +407,96 @@ class TestRetryableError:
         with pytest.raises(KeyError):
             await chain.run(chain.attempt(primary, raises=KeyError("bug")), chain.attempt(fallback))
         assert (fallback.requests, chain.channel.deleted) == ([], [])
+
+
+@attrs.define
+class ReplyChannel(RecordingChannel):
+    """A recording channel that also keeps the reply target of every text."""
+
+    reply_targets: list[str | None] = attrs.field(factory=list)
+
+    async def send_text(self, text: str, *, reply_to: str | None) -> None:
+        self.reply_targets.append(reply_to)
+        await super().send_text(text, reply_to=reply_to)
+
+
+def custom_catalog() -> NoticeCatalog:
+    """The shipped catalog with the failed-tool notice reworded."""
+    shipped = resources.files("toolloop.effects").joinpath("notices.json").read_text("utf-8")
+    texts = json.loads(shipped)
+    texts["en"]["tool_call_failed"] = "CUSTOM: {tool_name} failed"
+    return NoticeCatalog(texts)
+
+
+class TestPassedToEveryAttempt:
+    """What the turn is given reaches each attempt's loop (SPEC 10, amended)."""
+
+    async def test_the_stash_reaches_every_attempt(
+        self, primary: OpenAIServer, fallback: OpenAIServer
+    ) -> None:
+        """An item a tool stashes in either attempt is found by that attempt's restart."""
+        stash = ContextStash()
+        registry = ToolRegistry()
+
+        async def fetch_video(args: JsonObject, call: ToolCall) -> JsonObject:
+            key = stash.put(ContextItem(kind="enrichment", content=f"TRANSCRIPT-{len(stash)}"))
+            return {"type": "context_restart_youtube", "pending_context_key": key}
+
+        registry.register(fetch_video)
+        primary.script(tool_call_reply("fetch_video", {}), disconnected("It"))
+        fallback.script(tool_call_reply("fetch_video", {}), text_reply("It is about cats."))
+        chain = Chain()
+        attempts = (chain.attempt(primary), chain.attempt(fallback))
+        result = await chain.run(*attempts, registry=registry, stash=stash)
+        assert result.status is TurnStatus.COMPLETED
+        assert "TRANSCRIPT-0" in json.dumps(primary.requests[1].body)
+        assert "TRANSCRIPT-0" in json.dumps(fallback.requests[1].body)
+
+    async def test_the_catalog_reaches_every_attempt(
+        self, primary: OpenAIServer, fallback: OpenAIServer
+    ) -> None:
+        """Each attempt's failed-tool notice is rendered from the catalog the turn was given."""
+        primary.script(tool_call_reply("ghost_tool", {}), disconnected("Hm"))
+        fallback.script(tool_call_reply("ghost_tool", {}), text_reply("Sorry."))
+        chain = Chain()
+        attempts = (chain.attempt(primary), chain.attempt(fallback))
+        await chain.run(*attempts, catalog=custom_catalog())
+        assert [n.text for n in chain.channel.thoughts] == ["CUSTOM: ghost_tool failed"] * 2
+
+    async def test_the_reply_target_reaches_every_attempt(
+        self, primary: OpenAIServer, fallback: OpenAIServer
+    ) -> None:
+        """Both attempts' texts reply to the turn's trigger message."""
+        chain = Chain(channel=ReplyChannel())
+        primary.script(disconnected("Hel"))
+        fallback.script(text_reply("Sunny."))
+        await chain.run(chain.attempt(primary), chain.attempt(fallback), reply_to="trigger-7")
+        channel = chain.channel
+        assert isinstance(channel, ReplyChannel)
+        assert (channel.texts, channel.reply_targets) == (["Hel", "Sunny."], ["trigger-7"] * 2)
+
+    async def test_the_observer_sees_every_attempts_steps(
+        self, primary: OpenAIServer, fallback: OpenAIServer
+    ) -> None:
+        """The observer is called for each attempt's steps, from its first to its last."""
+        seen: list[str] = []
+        chain = Chain()
+        primary.script(disconnected("Hel"))
+        fallback.script(text_reply("Sunny."))
+        attempts = (chain.attempt(primary), chain.attempt(fallback))
+        await chain.run(*attempts, observer=lambda before, event, out: seen.append(out.move))
+        assert seen == ["started", "stream_failed", "started", "completed"]
+
+    async def test_an_attempt_without_configuration_uses_the_environments(
+        self, primary: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """`BOT_MAX_FUNCTION_CALL_ITERATIONS=1` in the environment: one call, then the ceiling."""
+        monkeypatch.setenv("BOT_MAX_FUNCTION_CALL_ITERATIONS", "1")
+        primary.script(tool_call_reply("get_weather", {"city": "Paris"}), text_reply("Sunny."))
+        chain = Chain()
+        result = await chain.run(chain.attempt(primary, config=None))
+        assert result.status is TurnStatus.TIMEOUT
+        assert (len(primary.requests), chain.calls) == (1, [{"city": "Paris"}])
 
 
 async def test_a_turn_without_attempts_is_refused() -> None:

@@ -12,12 +12,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.effects.harness import registrations
-from toolloop.engine.trace import replay
+from toolloop.engine.effects import StreamOnce
+from toolloop.engine.events import StreamEnded
+from toolloop.engine.step import initial_state, step
+from toolloop.engine.trace import Trace, replay
 from toolloop.specs.invariants import check, registrations_cleaned_up, result_of
+from toolloop.states import JsonObject, StreamStatus
+from toolloop.tools.report import final_state
 from toolloop.tools.scenario import parse_scenario
 from toolloop.tools.simulate import simulate
 
@@ -67,19 +72,36 @@ calls = st.fixed_dictionaries(
         "arguments_truncated": st.booleans(),
     },
 )
-texts = st.sampled_from(["", "Let me look.", "  ", "Three hits."])
+texts = st.sampled_from(["", "Let me look.", "  ", "Three hits.", "Retrying.", "Unseen."])
+"""Distinct texts, so a text that never reached the channel cannot pass for one that did."""
+parts = st.lists(
+    st.sampled_from(
+        [{"type": "text", "text": "Said before."}, {"type": "reasoning", "summary": "hm"}]
+    ),
+    max_size=2,
+)
+#: The 2026-12-03 keys: a follow-up during the call, a channel refusing it, native parts.
+amended = {
+    "follow_up": st.booleans(),
+    "channel_fails": st.just("403 Missing Permissions"),
+    "model_parts": parts,
+}
 calling_streams = st.fixed_dictionaries(
     {"call": calls, "text": texts},
-    optional={"stop_before_tool": st.booleans(), "follow_up_before_tool": st.booleans()},
+    optional={
+        "stop_before_tool": st.booleans(),
+        "follow_up_before_tool": st.booleans(),
+        **amended,
+    },
 )
 ending_streams = st.one_of(
     st.fixed_dictionaries(
         {"status": st.sampled_from(["completed", "empty_response", "follow_up_interrupt"])},
-        optional={"text": texts, "details": st.just("scene: rain")},
+        optional={"text": texts, "details": st.just("scene: rain"), **amended},
     ),
     st.fixed_dictionaries({"status": st.sampled_from(["error", "timeout"]), "error": texts}),
     st.fixed_dictionaries({"status": st.just("stopped_by_user"), "text": texts}),
-    st.fixed_dictionaries({"stall": st.just(True), "text": texts}),
+    st.fixed_dictionaries({"stall": st.just(True), "text": texts}, optional=amended),
     st.just({"stall": True, "kill": True}),
     st.just({"kill": True, "text": "cut sh"}),
     st.just({"raise": "connection refused"}),
@@ -138,3 +160,78 @@ def test_any_scenario_terminates_replays_keeps_the_invariants_and_cleans_up(
     if output["raised"] is None:
         finished = result_of(trace)
         assert finished is not None and output["result"]["status"] == finished.status.value
+
+
+def parts_since_the_last_entry(trace: Trace) -> list[list[JsonObject]]:
+    """For each provider call: the parts of the function_call streams since the last entry.
+
+    Derived from the trace's events alone: a function_call stream adds its
+    parts, a step that grows the history empties them.
+    """
+    expected: list[list[JsonObject]] = []
+    pending: list[JsonObject] = []
+    state = initial_state(trace.config, trace.turn)
+    for record in trace.steps:
+        event = record.event
+        if isinstance(event, StreamEnded) and event.result.status is StreamStatus.FUNCTION_CALL:
+            pending += event.result.model_parts
+        after = step(state, event).state
+        if len(after.function_history) > len(state.function_history):
+            pending = []
+        state = after
+        expected += [list(pending) for e in record.effects if isinstance(e, StreamOnce)]
+    return expected
+
+
+NOVELAI_RETRIES = {
+    "turn": {"provider": {"api_family": "novelai"}},
+    "streams": [
+        {"call": {"name": "ghost_tool"}, "text": "Let me look."},
+        {"call": {"name": "ghost_tool"}, "text": "Retrying."},
+        {"status": "completed", "text": "Unseen."},
+    ],
+}
+"""A NovelAI turn whose retries, suppressed, say other things than what the user saw."""
+
+
+@settings(max_examples=150)
+@given(document=scenarios)
+@example(document=NOVELAI_RETRIES)
+@example(document={"streams": [{"text": "Let me look.", "channel_fails": "403"}]})
+@example(document={"streams": [{"text": "Let me th", "follow_up": True}]})
+def test_the_turns_text_is_always_a_text_that_reached_the_channel(
+    document: dict[str, Any],
+) -> None:
+    """The result's text is empty or one stream's delivered text; never a suppressed,
+    refused or interrupted one (SPEC 3, amended)."""
+    output, trace, _ = simulate(parse_scenario(json.dumps(document), file="<generated>"))
+    text = final_state(trace).final_text
+    assert text == "" or text in output["delivered"], (text, output["delivered"])
+    if output["result"] is not None and text.strip():
+        assert output["result"]["persona_responses"][0]["text"].startswith(text.strip())
+
+
+RESTARTS_THEN_HISTORY = {
+    "tools": [
+        {"name": "web_search", "results": [{"data": {"type": "context_restart_gif"}}, {}]},
+    ],
+    "streams": [
+        {"call": {"name": "web_search"}, "text": "Let me look."},
+        {"call": {"name": "web_search"}, "text": "Three hits.", "model_parts": []},
+        {"call": {"name": "web_search"}, "text": "Retrying."},
+        {"status": "completed", "text": "Unseen."},
+    ],
+}
+"""A restart, then a history entry: parts pile up, then the entry takes them."""
+
+
+@settings(max_examples=150)
+@given(document=scenarios)
+@example(document=RESTARTS_THEN_HISTORY)
+def test_each_call_is_sent_exactly_the_parts_since_the_last_history_entry(
+    document: dict[str, Any],
+) -> None:
+    """`model_parts_sent` of each call = the parts of the function_call streams since the
+    last history entry (SPEC 4 and 6 step 15, amended)."""
+    output, trace, _ = simulate(parse_scenario(json.dumps(document), file="<generated>"))
+    assert output["model_parts_sent"] == parts_since_the_last_entry(trace)

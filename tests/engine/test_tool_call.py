@@ -17,6 +17,7 @@ from toolloop.engine.effects import (
 )
 from toolloop.engine.tool_call import GENERIC_FAILURE, TRUNCATED_REASON
 from toolloop.states import (
+    ContextItem,
     DeliberateMode,
     LoopConfig,
     Sticker,
@@ -69,6 +70,15 @@ class TestToolContext:
         run = drive([call()], [ok()], config=LoopConfig(max_function_call_iterations=22))
         hints = [d.context.show_kill_hint for d in run.of_type(DispatchTool)]
         assert hints == [False] * 20 + [True] * 2
+
+    def test_the_context_items_are_the_live_context(self) -> None:
+        """The tool sees the context as restarts changed it, not the base context only."""
+        base = (ContextItem(author="alice", content="Watch this?"),)
+        restarted = ok({"type": "context_restart_youtube", "enhanced_context_item": {"t": "x"}})
+        run = drive([call(), call(), done()], [restarted, ok()], turn=turn(context=base))
+        first, second = (d.context.context_items for d in run.of_type(DispatchTool))
+        assert first == base
+        assert second == (*base, ContextItem(kind="enrichment", content={"t": "x"}))
 
     def test_tool_context_names_the_turn(self) -> None:
         """The context carries channel, locale, provider and persona."""

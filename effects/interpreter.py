@@ -490,6 +490,8 @@ class _Interpreter:
         self.control.register_kill(call)
         self._current = call
         self._alarm.arm(call.deadline)
+        if self.control.killed.is_set():  # killed between calls: this one ends at once too
+            call()
         try:
             value = await work
         except Exception:

@@ -286,6 +286,29 @@ class TestKill:
         assert len(host.provider.cancelled_at) == 1
         assert host.leftovers() == []
 
+    def test_a_kill_between_calls_ends_the_next_stream_before_it_delivers(
+        self, backend: Backend
+    ) -> None:
+        """`/kill` while no call is live (a hidden notice is being sent): the next stream
+        ends at once as stopped, and the model's next reply never reaches the channel."""
+        host = Host(provider=ScriptProvider(calling("search", text="Looking."), completed("No.")))
+        with_tool(host, failing_tool("upstream 503"))
+
+        class KillingChannel(OrderedChannel):
+            async def log_thought(self, notice: Notice) -> None:
+                host.control.kill()
+                await super().log_thought(notice)
+
+        host.channel = KillingChannel()
+        result = run_on(backend, host.run)
+        assert result.status is TurnStatus.STOPPED_BY_USER
+        assert host.channel.texts == ["Looking."]
+        assert [r.status for r in result.stream_results] == [
+            StreamStatus.FUNCTION_CALL,
+            StreamStatus.STOPPED_BY_USER,
+        ]
+        assert host.leftovers() == []
+
     def test_a_kill_during_a_tool_cancels_it_and_adds_nothing(self, backend: Backend) -> None:
         """`/kill` mid-tool: the tool is cancelled, the turn stops, the model is not asked again."""
         cancelled: list[str] = []

@@ -52,11 +52,11 @@ from toolloop.effects.ports import (
     StreamRequest,
     StreamSpan,
     ToolInvocation,
-    ToolRegistry,
+    ToolRegistryPort,
     TurnControl,
 )
 from toolloop.effects.stash import ContextStash
-from toolloop.engine import effects as fx
+from toolloop.engine import commands as fx
 from toolloop.engine.events import (
     Event,
     StashTaken,
@@ -105,7 +105,7 @@ async def run_tool_loop(
     turn: TurnSettings,
     config: LoopConfig,
     provider: Provider,
-    registry: ToolRegistry,
+    registry: ToolRegistryPort,
     channel: Channel,
     control: TurnControl,
     catalog: NoticeCatalog | None = None,
@@ -222,7 +222,7 @@ class _Call:
         self.open = False
 
 
-class _ToolCall(_Call):
+class _ToolRun(_Call):
     __slots__ = ("started",)
 
     def __init__(
@@ -330,7 +330,7 @@ class _Interpreter:
     turn: TurnSettings
     config: LoopConfig
     provider: Provider
-    registry: ToolRegistry
+    registry: ToolRegistryPort
     channel: Channel
     control: TurnControl
     catalog: NoticeCatalog
@@ -343,7 +343,7 @@ class _Interpreter:
     runners: TaskGroup
     _alarm: _Alarm = attrs.field(init=False, factory=_Alarm)
     _outcome: Outcome | None = attrs.field(init=False, default=None)
-    _current: _Sink | _ToolCall | None = attrs.field(init=False, default=None)
+    _current: _Sink | _ToolRun | None = attrs.field(init=False, default=None)
     """The call in progress, until its runner or the supervisor releases it."""
     _chain_active: bool = attrs.field(init=False, default=False)
     """A `function_call` stream arrived this attempt: follow-ups no longer interrupt."""
@@ -384,7 +384,7 @@ class _Interpreter:
             if not self._chain_active and isinstance(self._current, _Sink):
                 self._current.interrupt()
 
-    async def _take(self, call: _Sink | _ToolCall) -> None:
+    async def _take(self, call: _Sink | _ToolRun) -> None:
         """Decide the outcome of a killed or overdue call, then continue in a fresh runner."""
         call.taken = True
         try:
@@ -424,7 +424,7 @@ class _Interpreter:
         error = StreamError(type="timeout", message=f"no data from the provider for {seconds} s")
         return StreamResult(status=StreamStatus.TIMEOUT, accumulated_text=sink.text, data=error)
 
-    def _overdue_tool(self, call: _ToolCall) -> ToolResult:
+    def _overdue_tool(self, call: _ToolRun) -> ToolResult:
         """The failure of the kill or the timeout that ended a tool."""
         name = call.effect.call.name
         if call.killed:
@@ -482,7 +482,7 @@ class _Interpreter:
             )
         return performer(self, effect)
 
-    async def _call(self, call: _Sink | _ToolCall, work: Awaitable[T]) -> T:
+    async def _call(self, call: _Sink | _ToolRun, work: Awaitable[T]) -> T:
         """Await `work` with `call` registered as the kill handle and watched by the supervisor.
 
         Raises `_Superseded` (or the cancellation) once the call was taken.
@@ -544,7 +544,7 @@ class _Interpreter:
     async def _dispatch(self, effect: fx.DispatchTool) -> ToolSettled:
         context = effect.context
         timeout = self._tool_timeout_ms / 1000
-        call = _ToolCall(effect, self._runner, self._alarm, timeout)
+        call = _ToolRun(effect, self._runner, self._alarm, timeout)
         invocation = ToolInvocation(
             killed=self.control.killed,
             notify=self._progress_notice(context, call),
@@ -568,7 +568,7 @@ class _Interpreter:
     def _tool_timeout_ms(self) -> int:
         return self.config.tool_execution_timeout_ms
 
-    def _tool_settled(self, call: _ToolCall, result: ToolResult) -> ToolSettled:
+    def _tool_settled(self, call: _ToolRun, result: ToolResult) -> ToolSettled:
         name, descriptor = call.effect.call.name, self.provider.descriptor
         return ToolSettled(
             result=result,
@@ -580,7 +580,7 @@ class _Interpreter:
         )
 
     def _progress_notice(
-        self, context: ToolContext, call: _ToolCall
+        self, context: ToolContext, call: _ToolRun
     ) -> Callable[[str], Awaitable[None]]:
         """A tool's progress notices, dropped once its call is over (killed, overdue)."""
 
@@ -620,7 +620,7 @@ class _Interpreter:
             iteration=effect.iteration,
             identity=self._identity(),
         )
-        send = self.channel.log_thought if effect.hidden else self.channel.send_notice
+        send = self.channel.send_hidden_notice if effect.hidden else self.channel.send_notice
         await self._send(send, notice)
 
     async def _send(self, send: Callable[[Notice], Awaitable[None]], notice: Notice) -> None:
@@ -698,7 +698,7 @@ def _answer(effect: fx.Effect, event: Event | None) -> Event:
     if event is None:
         raise TypeError(
             f"a step ended with {type(effect).__name__}, which answers nothing: a step "
-            "must end with an awaited or a final effect (toolloop.engine.effects.AWAITED, FINAL)"
+            "must end with an awaited or a final effect (toolloop.engine.commands.AWAITED, FINAL)"
         )
     return event
 

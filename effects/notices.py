@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from toolloop.engine.effects import NoticeKey
+from toolloop.engine.commands import NoticeKey
 
 REQUIRED = frozenset(key.value for key in NoticeKey)
 """Every notice of SPEC 9, which the English texts must all have."""

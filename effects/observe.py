@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import attrs
 
 from toolloop.effects.ports import Notice
-from toolloop.engine import effects as fx
+from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, StreamEnded, ToolSettled
 from toolloop.engine.step import Step
 from toolloop.states import (

@@ -12,7 +12,7 @@ from typing import Protocol
 import anyio
 import attrs
 
-from toolloop.engine.effects import StreamOnce
+from toolloop.engine.commands import StreamOnce
 from toolloop.engine.events import StopRequest
 from toolloop.states import (
     FunctionCall,
@@ -69,7 +69,7 @@ class Provider(Protocol):
         ...
 
 
-class ToolRegistry(Protocol):
+class ToolRegistryPort(Protocol):
     """The tools of a turn, as the interpreter sees them (`toolloop.effects.registry`)."""
 
     def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:
@@ -172,7 +172,7 @@ class Channel(Protocol):
     async def send_notice(self, notice: Notice) -> None:
         """Show a warning, error or info notice in the channel."""
 
-    async def log_thought(self, notice: Notice) -> None:
+    async def send_hidden_notice(self, notice: Notice) -> None:
         """Add a hidden notice to the thought log only."""
 
     def delivered_message_ids(self) -> Sequence[str]:

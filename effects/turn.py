@@ -17,7 +17,7 @@ from toolloop.effects.config import load_config
 from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.observe import HostObserver
-from toolloop.effects.ports import Channel, Provider, ToolRegistry, TurnControl
+from toolloop.effects.ports import Channel, Provider, ToolRegistryPort, TurnControl
 from toolloop.effects.stash import ContextStash
 from toolloop.states import (
     ApiFamily,
@@ -55,7 +55,7 @@ class RetryableError(ToolloopError):
     """An exception after which the next attempt of the chain may still succeed."""
 
 
-def wants_verbatim(attempt: Attempt, registry: ToolRegistry) -> bool:
+def wants_verbatim(attempt: Attempt, registry: ToolRegistryPort) -> bool:
     """Nudge and parser both apply: enabled, the model has tools, the provider is custom."""
     descriptor = attempt.provider.descriptor
     has_tools = bool(registry.specs(descriptor))
@@ -72,7 +72,7 @@ async def run_generation_turn(
     *,
     turn: TurnSettings,
     attempts: Sequence[Attempt],
-    registry: ToolRegistry,
+    registry: ToolRegistryPort,
     channel: Channel,
     control: TurnControl,
     catalog: NoticeCatalog | None = None,

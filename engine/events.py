@@ -1,7 +1,7 @@
 """Events: the facts the interpreter reports to `step`, named in the past tense.
 
 Each event answers the effect that ended the previous step (see
-`toolloop.engine.effects`); failures travel inside the event as data. The two
+`toolloop.engine.commands`); failures travel inside the event as data. The two
 stop checks of stage 02 travel inside the events too: the interpreter reads the
 channel's stop request when the stream ends and when the tool settles, so a
 tool iteration costs two events, not four.

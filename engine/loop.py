@@ -12,8 +12,7 @@ from collections.abc import Callable
 import attrs
 
 from toolloop.engine import restart, tool_call
-from toolloop.engine.draft import Draft
-from toolloop.engine.effects import (
+from toolloop.engine.commands import (
     ClearStopRequest,
     CountToolUsage,
     DispatchTool,
@@ -34,6 +33,7 @@ from toolloop.engine.effects import (
     StreamOnce,
     TakeStashedContext,
 )
+from toolloop.engine.draft import Draft
 from toolloop.engine.events import StashTaken, StopRequest, StreamEnded, ToolSettled
 from toolloop.engine.guards import Context, Refusal
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, is_visible

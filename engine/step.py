@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from toolloop.engine.commands import Effect
 from toolloop.engine.draft import Draft
-from toolloop.engine.effects import Effect
 from toolloop.engine.events import Event
 from toolloop.engine.guards import CONTEXTS, Context, Fact, Guard
 from toolloop.engine.table import ROWS, Move, Row

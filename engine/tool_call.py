@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from toolloop.engine.effects import Level, NoticeKey, SendNotice
+from toolloop.engine.commands import Level, NoticeKey, SendNotice
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, STICKER_TOOL, is_visible
 from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from toolloop.engine.effects import Effect
+from toolloop.engine.commands import Effect
 from toolloop.engine.events import Event
 from toolloop.engine.step import InvalidEvent, initial_state, step
 from toolloop.states import LoopConfig, Phase, TurnSettings, json_policy

@@ -15,7 +15,7 @@ from typing import Literal
 
 import attrs
 
-from toolloop.engine.effects import Effect, Finish, NoticeKey, SendNotice, StreamOnce
+from toolloop.engine.commands import Effect, Finish, NoticeKey, SendNotice, StreamOnce
 from toolloop.engine.trace import Trace, TraceStep
 from toolloop.states import GenerationTurnResult, TurnStatus
 

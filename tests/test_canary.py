@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.openai_server import OpenAIServer, error_reply, text_reply, tool_call_reply
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.states import JsonObject, LoopConfig, TurnSettings

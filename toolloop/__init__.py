@@ -12,8 +12,8 @@ cattrs and jsonschema.
 """
 
 from toolloop.effects.config import load_config
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import ImpersonationAborted, Observer, run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.ports import (
     Channel,
@@ -24,16 +24,15 @@ from toolloop.effects.ports import (
     StreamSink,
     StreamSpan,
     ToolInvocation,
+    ToolRegistryPort,
     TurnControl,
 )
-from toolloop.effects.ports import ToolRegistry as ToolRegistryPort
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolExecution, ToolRegistry, ToolSchemaError
 from toolloop.effects.signature import Secret
 from toolloop.effects.stash import ContextStash
 from toolloop.effects.turn import Attempt, RetryableError, run_generation_turn
-from toolloop.engine.config import LoadedConfig
-from toolloop.engine.effects import (
+from toolloop.engine.commands import (
     ClearStopRequest,
     CountToolUsage,
     DispatchTool,
@@ -54,6 +53,7 @@ from toolloop.engine.effects import (
     StreamOnce,
     TakeStashedContext,
 )
+from toolloop.engine.config import LoadedConfig
 from toolloop.engine.events import (
     Event,
     StashTaken,

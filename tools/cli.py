@@ -42,7 +42,7 @@ def _diagram(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from toolloop.effects.memory import MemoryTurnControl
+    from toolloop.effects.in_memory import MemoryTurnControl
     from toolloop.tools.scripted import scripted_registry
     from toolloop.tools.simulate import simulate
 

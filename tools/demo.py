@@ -27,12 +27,12 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from toolloop.effects.memory import MemoryTurnControl
+from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.ports import Notice, StreamSpan
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
-from toolloop.engine import effects as fx
+from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, ToolSettled
 from toolloop.engine.step import Step
 from toolloop.states import (
@@ -214,7 +214,7 @@ class Display:
         self._end_paragraph()
         self._print(Text(f"[{notice.level}] {notice.text}", style="yellow"))
 
-    async def log_thought(self, notice: Notice) -> None:
+    async def send_hidden_notice(self, notice: Notice) -> None:
         self._end_paragraph()
         self._print(Text(f"(thought log, {notice.level}) {notice.text}", style="dim"))
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from toolloop.engine.effects import (
+from toolloop.engine.commands import (
     DispatchTool,
     Effect,
     IncrementFollowUpCount,

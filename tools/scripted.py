@@ -18,7 +18,7 @@ from typing import TypeVar
 import anyio
 import attrs
 
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolCall, ToolFunction, ToolRegistry
 from toolloop.states import (

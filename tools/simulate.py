@@ -14,8 +14,8 @@ from typing import Any
 import trio
 import trio.testing
 
+from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl
 from toolloop.effects.ports import Notice
 from toolloop.engine.config import parse_config
 from toolloop.engine.events import Event

@@ -193,7 +193,7 @@ class DiscordChannel:
         except discord.HTTPException as error:
             raise self.refused(error, f"{notice.key} notice") from error
 
-    async def log_thought(self, notice: Notice) -> None:
+    async def send_hidden_notice(self, notice: Notice) -> None:
         if self.thought_log is None:
             return
         try:

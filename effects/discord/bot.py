@@ -21,7 +21,7 @@ from toolloop.effects.discord.adapter import DiscordChannel, Persona, Voice, Web
 from toolloop.effects.discord.rate import Clock, EditWindow
 from toolloop.effects.discord.turns import Place, TurnManager, TurnRequest, from_a_user
 from toolloop.effects.observe import HostObserver
-from toolloop.effects.ports import Provider, ToolRegistry
+from toolloop.effects.ports import Provider, ToolRegistryPort
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.states import ContextItem, GenerationTurnResult, Sticker, TurnSettings
 from toolloop.states import Persona as TurnPersona
@@ -106,7 +106,7 @@ class ToolloopBot(discord.Client):
         settings: BotSettings,
         *,
         provider: Provider,
-        registry: ToolRegistry,
+        registry: ToolRegistryPort,
         clock: Clock | None = None,
         intents: discord.Intents | None = None,
         on_event: HostObserver | None = None,

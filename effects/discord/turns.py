@@ -21,7 +21,7 @@ import attrs
 import discord
 
 from toolloop.effects.discord.adapter import DiscordChannel
-from toolloop.effects.memory import MemoryTurnControl
+from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.states import GenerationTurnResult, TurnStatus
 
 log = logging.getLogger("toolloop.discord")

@@ -22,8 +22,8 @@ from discord.ext.test import backend, callbacks
 
 from tests.effects.harness import Script, ScriptProvider
 from toolloop.effects.discord import DiscordChannel, EditWindow
+from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolRegistry
 from toolloop.states import LoopConfig, StreamResult, StreamStatus, TurnSettings

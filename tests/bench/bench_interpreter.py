@@ -23,8 +23,8 @@ from typing import TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
+from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.interpreter import _Alarm, _Sink, run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl
 from toolloop.effects.ports import (
     KillHandle,
     Notice,
@@ -33,7 +33,7 @@ from toolloop.effects.ports import (
     StreamSpan,
     ToolInvocation,
 )
-from toolloop.engine.effects import StreamOnce
+from toolloop.engine.commands import StreamOnce
 from toolloop.states import (
     FunctionCall,
     JsonObject,
@@ -116,7 +116,7 @@ class Channel:
     async def send_notice(self, notice: Notice) -> None:
         pass
 
-    async def log_thought(self, notice: Notice) -> None:
+    async def send_hidden_notice(self, notice: Notice) -> None:
         pass
 
     def delivered_message_ids(self) -> Sequence[str]:

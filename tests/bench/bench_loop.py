@@ -28,11 +28,11 @@ from typing import Any
 
 import anyio
 
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.engine.effects import StreamOnce
+from toolloop.engine.commands import StreamOnce
 from toolloop.states import (
     FunctionCall,
     LoopConfig,

@@ -22,8 +22,8 @@ from typing import Any
 import attrs
 
 from toolloop.engine import step as step_module
+from toolloop.engine.commands import DispatchTool, Finish, StreamOnce
 from toolloop.engine.draft import FIELDS, Draft, UnknownField
-from toolloop.engine.effects import DispatchTool, Finish, StreamOnce
 from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Step, initial_state, step
 from toolloop.engine.table import ROWS

@@ -31,7 +31,7 @@ from toolloop.effects.discord import (
     WebhookVoice,
     notice_embed,
 )
-from toolloop.effects.memory import MemoryTurnControl
+from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.ports import Notice, StreamRequest, StreamSink, StreamSpan
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
@@ -212,14 +212,14 @@ class TestNotices:
         assert [(e.description, e.colour) for e in run(main)] == [(f"a {level}", colour)]
 
     def test_a_hidden_notice_goes_to_the_thought_log_channel(self) -> None:
-        """`log_thought` posts the embed in the thought-log channel, not the turn's."""
+        """`send_hidden_notice` posts the embed in the thought-log channel, not the turn's."""
 
         async def main() -> tuple[list[str], list[discord.Embed]]:
             await configured()
             async with DiscordChannel(
                 channel(0), window=EditWindow(), thought_log=channel(1)
             ) as port:
-                await port.log_thought(notice("error", hidden=True))
+                await port.send_hidden_notice(notice("error", hidden=True))
             return contents(channel(0)), embeds(channel(1))
 
         turn_channel, thoughts = run(main)
@@ -232,7 +232,7 @@ class TestNotices:
         async def main() -> list[str]:
             await configured()
             async with DiscordChannel(channel(0), window=EditWindow()) as port:
-                await port.log_thought(notice("error", hidden=True))
+                await port.send_hidden_notice(notice("error", hidden=True))
             return contents(channel(0)) + contents(channel(1))
 
         assert run(main) == []

@@ -16,8 +16,8 @@ import anyio
 import attrs
 import trio.testing
 
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import Observer, run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import Notice, StreamRequest, StreamSink
 from toolloop.effects.registry import ToolRegistry
 from toolloop.effects.stash import ContextStash

@@ -21,7 +21,7 @@ from tests.effects.harness import (
     completed,
     run_on,
 )
-from toolloop.effects.memory import RecordingChannel
+from toolloop.effects.in_memory import RecordingChannel
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolCall
 from toolloop.states import (

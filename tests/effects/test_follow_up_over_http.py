@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from tests.openai_server import OpenAIServer, text_reply, tool_call_reply
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.states import GenerationTurnResult, JsonObject, LoopConfig, TurnSettings, TurnStatus

@@ -22,7 +22,7 @@ from tests.openai_server import (
     text_reply,
     tool_call_reply,
 )
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.ports import Provider, StreamRequest, StreamSink
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider

@@ -29,8 +29,8 @@ from tests.effects.harness import (
     silent,
 )
 from toolloop.effects import interpreter
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import ImpersonationAborted
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import (
     KillHandle,
     Notice,
@@ -295,9 +295,9 @@ class TestKill:
         with_tool(host, failing_tool("upstream 503"))
 
         class KillingChannel(OrderedChannel):
-            async def log_thought(self, notice: Notice) -> None:
+            async def send_hidden_notice(self, notice: Notice) -> None:
                 host.control.kill()
-                await super().log_thought(notice)
+                await super().send_hidden_notice(notice)
 
         host.channel = KillingChannel()
         result = run_on(backend, host.run)

@@ -16,7 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.effects.harness import registrations
-from toolloop.engine.effects import StreamOnce
+from toolloop.engine.commands import StreamOnce
 from toolloop.engine.events import StreamEnded
 from toolloop.engine.step import initial_state, step
 from toolloop.engine.trace import Trace, replay

@@ -30,7 +30,7 @@ from tests.effects.harness import (
     run_on,
     silent,
 )
-from toolloop.effects.memory import RecordingChannel
+from toolloop.effects.in_memory import RecordingChannel
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolCall
 from toolloop.effects.stash import ContextStash

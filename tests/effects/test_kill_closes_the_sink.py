@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolRegistry
 from toolloop.states import (

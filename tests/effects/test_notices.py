@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolloop.effects.notices import REQUIRED, NoticeCatalog
-from toolloop.engine.effects import NoticeKey
+from toolloop.engine.commands import NoticeKey
 
 TIPS = {"en": "refresh the context", "ja": "コンテキストを更新", "de": "Aktualisiere den Kontext"}
 """The refresh-context tip in each shipped locale."""

@@ -10,8 +10,8 @@ import pytest
 
 from tests.effects.test_registry import CUSTOM, execute
 from tests.openai_server import OpenAIServer, text_reply, tool_call_reply
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import REDACTED, ToolCall, ToolRegistry, ToolSchemaError
 from toolloop.effects.signature import Secret

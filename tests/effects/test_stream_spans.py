@@ -22,7 +22,7 @@ from tests.effects.harness import (
     run_on,
     silent,
 )
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.observe import (
     HostEvent,
     NoticeShown,

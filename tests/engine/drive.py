@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 
 import attrs
 
-from toolloop.engine.effects import (
+from toolloop.engine.commands import (
     DispatchTool,
     Effect,
     Finish,

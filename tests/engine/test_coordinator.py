@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.engine.builders import NOVELAI, call, done, ended, fail, ok, turn
 from tests.engine.drive import drive
-from toolloop.engine.effects import (
+from toolloop.engine.commands import (
     ClearStopRequest,
     DispatchTool,
     Finish,

@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from toolloop import states
-from toolloop.engine import config, effects, events, loop, trace
+from toolloop.engine import commands, config, events, loop, trace
 
 
 def _classes(*modules: ModuleType) -> list[type]:
@@ -20,7 +20,7 @@ def _classes(*modules: ModuleType) -> list[type]:
     )
 
 
-DATA = _classes(states, config, events, effects, loop, trace)
+DATA = _classes(states, config, events, commands, loop, trace)
 
 
 @pytest.mark.parametrize("cls", DATA, ids=lambda cls: cls.__qualname__)

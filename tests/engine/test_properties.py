@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from tests.engine.builders import call, done, fail, ok, turn
 from tests.engine.drive import Run, drive
 from tests.engine.strategies import TOOLS, configs, stops, streams, tool_results, turns
-from toolloop.engine.effects import (
+from toolloop.engine.commands import (
     DispatchTool,
     Finish,
     NoticeKey,

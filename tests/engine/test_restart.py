@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.engine.builders import call, done, fail, ok, said
 from tests.engine.drive import drive
-from toolloop.engine.effects import Level, Log, StreamOnce, TakeStashedContext
+from toolloop.engine.commands import Level, Log, StreamOnce, TakeStashedContext
 from toolloop.engine.restart import METADATA_DIRECTIVE
 from toolloop.states import ContextItem, TurnStatus
 

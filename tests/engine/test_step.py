@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.engine.builders import call, done, ok
 from tests.engine.drive import drive
 from toolloop.engine import loop
-from toolloop.engine.effects import Finish
+from toolloop.engine.commands import Finish
 from toolloop.engine.events import StashTaken, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import InvalidEvent, compile_rows, initial_state, step
 from toolloop.engine.table import FINISHED, ROWS, TABLE, Move

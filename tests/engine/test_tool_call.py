@@ -6,7 +6,7 @@ import json
 
 from tests.engine.builders import call, done, fail, ok, turn
 from tests.engine.drive import drive
-from toolloop.engine.effects import (
+from toolloop.engine.commands import (
     CountToolUsage,
     DispatchTool,
     Level,

@@ -12,7 +12,7 @@ import pytest
 from tests.openai_server import OpenAIServer
 from toolloop.effects.ports import StreamRequest
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
-from toolloop.engine.effects import StreamOnce
+from toolloop.engine.commands import StreamOnce
 from toolloop.states import ContextItem, JsonObject, ToolHistoryEntry, ToolSpec, TurnSettings
 
 WEATHER = ToolSpec(

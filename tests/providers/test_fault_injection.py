@@ -31,8 +31,8 @@ from tests.openai_server import (
     tool_call_reply,
 )
 from tests.providers.conftest import WEATHER
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.states import (

@@ -46,8 +46,8 @@ from tests.effects.harness import (
     registrations,
     silent,
 )
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import ImpersonationAborted, run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.specs.invariants import registrations_cleaned_up
 from toolloop.states import JsonObject, LoopConfig, ProviderDescriptor, TurnSettings

@@ -12,7 +12,7 @@ second attempt answers (SPEC 10).
 
 Every port the loop awaits is wrapped so that a clean run numbers the await
 points it reaches: `stream` (the provider call), `send_text`, `send_notice`,
-`log_thought`, `delete` (the channel's) and `tool` (each tool function). Then
+`send_hidden_notice`, `delete` (the channel's) and `tool` (each tool function). Then
 each fault is put at each point where it applies, and the run is checked
 against SPEC (the status, or the host's cancellation), that every text the
 channel kept is in the result's stream results, in order, that an attempt a
@@ -34,13 +34,13 @@ import pytest
 from anyio import wait_all_tasks_blocked
 
 from tests.effects.harness import registrations
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import Notice, StreamRequest, StreamSink
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
-from toolloop.engine import effects as fx
+from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, TurnStarted
 from toolloop.engine.step import Step
 from toolloop.specs.invariants import registrations_cleaned_up
@@ -60,7 +60,7 @@ from toolloop.tools.model_server import ModelServer
 
 pytestmark = pytest.mark.anyio
 
-Port = Literal["stream", "send_text", "send_notice", "log_thought", "tool", "delete"]
+Port = Literal["stream", "send_text", "send_notice", "send_hidden_notice", "tool", "delete"]
 Kind = Literal[
     "send_fails", "notice_fails", "tool_raises", "tool_ignores_kill", "host_cancels", "kill",
     "follow_up",
@@ -68,7 +68,7 @@ Kind = Literal[
 EVERY_PORT: frozenset[Port] = frozenset(get_args(Port))
 APPLIES: dict[Kind, frozenset[Port]] = {
     "send_fails": frozenset({"send_text"}),
-    "notice_fails": frozenset({"send_notice", "log_thought"}),
+    "notice_fails": frozenset({"send_notice", "send_hidden_notice"}),
     "tool_raises": frozenset({"tool"}),
     "tool_ignores_kill": frozenset({"tool"}),
     "host_cancels": EVERY_PORT,
@@ -191,9 +191,9 @@ class PointedChannel(RecordingChannel):
         await self.points.reach("send_notice")
         await super().send_notice(notice)
 
-    async def log_thought(self, notice: Notice) -> None:
-        await self.points.reach("log_thought")
-        await super().log_thought(notice)
+    async def send_hidden_notice(self, notice: Notice) -> None:
+        await self.points.reach("send_hidden_notice")
+        await super().send_hidden_notice(notice)
 
     async def delete_messages(self, ids: Sequence[str]) -> None:
         await self.points.reach("delete")

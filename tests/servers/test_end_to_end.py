@@ -28,12 +28,12 @@ from tests.servers.harness import (
     RunningServer,
 )
 from tests.servers.tiny_model import GET_WEATHER_TOOL, PLAIN, VERBATIM, WEATHER, WEATHER_TEXT
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.engine.effects import StreamOnce
+from toolloop.engine.commands import StreamOnce
 from toolloop.states import (
     ContextItem,
     FunctionCall,

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.specs.conformance import Stepped
+from toolloop.engine.commands import DispatchTool, Effect, Finish, RaiseError, StreamOnce
 from toolloop.engine.config import parse_config
-from toolloop.engine.effects import DispatchTool, Effect, Finish, RaiseError, StreamOnce
 from toolloop.engine.events import (
     Event,
     StashTaken,

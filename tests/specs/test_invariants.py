@@ -11,7 +11,7 @@ from tests.engine.builders import call, done, ok
 from tests.engine.drive import Run, drive
 from tests.specs.conformance import trace_of
 from tests.specs.strategies import attempts
-from toolloop.engine.effects import Effect, Finish, Level, NoticeKey, SendNotice, StreamOnce
+from toolloop.engine.commands import Effect, Finish, Level, NoticeKey, SendNotice, StreamOnce
 from toolloop.engine.trace import Trace
 from toolloop.specs.invariants import (
     Registration,

@@ -8,7 +8,7 @@ from hypothesis import given
 
 from tests.engine.drive import Run
 from tests.engine.test_properties import attempts
-from toolloop.engine.effects import Effect
+from toolloop.engine.commands import Effect
 from toolloop.engine.events import Event
 from toolloop.states import FunctionCall, IterationState, StreamError, StreamResult, StreamStatus
 from toolloop.states.convert import from_json, to_json
@@ -36,7 +36,7 @@ def test_unions_are_tagged_with_their_class() -> None:
 
 def test_events_and_effects_are_tagged() -> None:
     """Events and effects carry their class name under `_type`."""
-    from toolloop.engine.effects import ResetFollowUpCount
+    from toolloop.engine.commands import ResetFollowUpCount
     from toolloop.engine.events import TurnStarted
 
     assert to_json(TurnStarted(), Event) == {"_type": "TurnStarted"}

@@ -10,8 +10,8 @@ import attrs
 import pytest
 import trio.testing
 
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.registry import ToolRegistry
 from toolloop.engine.config import parse_config
 from toolloop.states import GenerationTurnResult, StreamError, StreamStatus, TurnStatus

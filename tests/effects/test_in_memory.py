@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from toolloop.effects.memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import Notice
 from toolloop.engine.events import StopRequest
 
@@ -76,7 +76,7 @@ async def test_the_recording_channel_keeps_everything_in_order(anyio_backend: st
     hidden = Notice(key="tool_call_failed", level="error", text="…", hidden=True, iteration=20)
     await channel.send_text("Hel", reply_to=None)
     await channel.send_notice(shown)
-    await channel.log_thought(hidden)
+    await channel.send_hidden_notice(hidden)
     await channel.send_text("lo", reply_to=None)
     await channel.delete_messages(["m1"])
     assert (channel.text, channel.delivered_message_ids(), channel.deleted) == (

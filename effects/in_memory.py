@@ -159,7 +159,7 @@ class RecordingChannel:
         self.notices.append(notice)
         self.every_notice.append(notice)
 
-    async def log_thought(self, notice: Notice) -> None:
+    async def send_hidden_notice(self, notice: Notice) -> None:
         self.thoughts.append(notice)
         self.every_notice.append(notice)
 

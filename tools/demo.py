@@ -15,10 +15,9 @@ region and no colour.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -46,7 +45,6 @@ from toolloop.states import (
     TurnStatus,
 )
 from toolloop.tools import demo_model, demo_tools
-from toolloop.tools.model_server import ModelServer
 
 QUESTION = "What is 17 * 23 + 4, and what time is it in Tokyo?"
 USER = "you"
@@ -73,7 +71,7 @@ def demo(*, base_url: str | None = None, model: str | None = None, verbatim: boo
 
 
 async def _converse(console: Console, base_url: str | None, model: str | None, v: bool) -> int:
-    with _endpoint(base_url) as url:
+    with demo_model.endpoint(base_url) as url:
         provider = OpenAICompatProvider(
             base_url=url,
             model=model or demo_model.MODEL,
@@ -95,16 +93,6 @@ async def _converse(console: Console, base_url: str | None, model: str | None, v
                 )
             display.report(result, anyio.current_time() - started)
     return 0 if result.status is TurnStatus.COMPLETED else 1
-
-
-@contextlib.contextmanager
-def _endpoint(base_url: str | None) -> Iterator[str]:
-    """The given endpoint, or the embedded model served on loopback for the run."""
-    if base_url is not None:
-        yield base_url
-        return
-    with ModelServer(demo_model.chunks) as server:
-        yield server.base_url
 
 
 def demo_turn() -> TurnSettings:

@@ -8,9 +8,12 @@ what the tools really returned. `make demo` serves it on loopback, so the whole
 conversation crosses real HTTP with no API key.
 """
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
+
+from toolloop.tools.model_server import ModelServer
 
 MODEL = "toolloop-demo"
 PLAN = (
@@ -72,3 +75,13 @@ def _tool_call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 def _finish(reason: str) -> dict[str, Any]:
     return _chunk({}, reason)
+
+
+@contextlib.contextmanager
+def endpoint(base_url: str | None) -> Iterator[str]:
+    """The given endpoint, or this model served on loopback for as long as it is used."""
+    if base_url is not None:
+        yield base_url
+        return
+    with ModelServer(chunks) as server:
+        yield server.base_url

@@ -12,13 +12,12 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 from toolloop.effects.discord.bot import BotSettings, MissingSetting, ToolloopBot
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry
-from toolloop.tools.model_server import ModelServer
 
 
 def main(env: Mapping[str, str] | None = None) -> int:
@@ -37,7 +36,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
 
 async def serve(settings: BotSettings) -> None:
     """Log in and answer messages until the bot is closed."""
-    with _endpoint(settings.base_url) as url:
+    with demo_model.endpoint(settings.base_url) as url:
         provider = OpenAICompatProvider(
             base_url=url,
             model=settings.model or demo_model.MODEL,
@@ -49,12 +48,3 @@ async def serve(settings: BotSettings) -> None:
             ToolloopBot(settings, provider=provider, registry=demo_registry()) as bot,
         ):
             await bot.start(settings.token)
-
-
-@contextlib.contextmanager
-def _endpoint(base_url: str | None) -> Iterator[str]:
-    if base_url is not None:
-        yield base_url
-        return
-    with ModelServer(demo_model.chunks) as server:
-        yield server.base_url

@@ -39,8 +39,8 @@ from jsonschema.protocols import Validator
 from toolloop.effects.ports import ToolInvocation
 from toolloop.effects.signature import SignatureError, takes_arguments_dict, typed_tool
 from toolloop.effects.tool_schema import ToolSchemaError as ToolSchemaError
+from toolloop.effects.tool_schema import accepting, problems
 from toolloop.effects.tool_schema import check_parameters as check_parameters
-from toolloop.effects.tool_schema import problems
 from toolloop.states import (
     ApiFamily,
     FunctionCall,
@@ -119,6 +119,8 @@ class RegisteredTool:
     spec: ToolSpec
     function: ToolFunction
     validator: Validator
+    accepts: Callable[[JsonObject], bool]
+    """Exactly whether `validator` finds no problem, at the cost of one fast check."""
     supports: ProviderGate
     """Static provider support: a refusal says "not available for provider X"."""
     available: TurnGate
@@ -174,14 +176,17 @@ class ToolRegistry:
             function, parameters = typed.run, typed.parameters
             description = typed.description if description is None else description
         schema = {"type": "object", "properties": {}} if parameters is None else parameters
+        spec = ToolSpec(
+            name=check_name(tool_name),
+            description=_description(function) if description is None else description,
+            parameters=schema,
+        )
+        validator = check_parameters(tool_name, schema)
         tool = RegisteredTool(
-            spec=ToolSpec(
-                name=check_name(tool_name),
-                description=_description(function) if description is None else description,
-                parameters=schema,
-            ),
+            spec=spec,
             function=function,
-            validator=check_parameters(tool_name, schema),
+            validator=validator,
+            accepts=accepting(schema, validator),
             supports=_provider_gate(providers),
             available=available or _always,
             follow_up=_follow_up_rule(requires_follow_up),
@@ -293,6 +298,8 @@ def _refusal(
         return f'tool "{name}" is not available for the current turn, do not retry it this turn'
     try:
         check_json(args, where="arguments")
+        if tool.accepts(args):
+            return None
         broken = list(dict.fromkeys(problems(tool.validator, args)))
     except JsonInputError as error:
         broken = [error.problem]

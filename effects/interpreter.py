@@ -32,10 +32,8 @@ against anyio only: it runs on trio and is simply awaited by an asyncio bot.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -44,6 +42,7 @@ import attrs
 from anyio import TaskHandle
 from anyio.abc import TaskGroup
 
+from toolloop.effects.clock import loop_clock
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
 from toolloop.effects.observe import HostObserver, NoticeShown, host_events
 from toolloop.effects.ports import (
@@ -159,7 +158,7 @@ class _Alarm:
     def __init__(self) -> None:
         self.armed = math.inf
         self._scope: anyio.CancelScope | None = None
-        self.now = _loop_clock()
+        self.now = loop_clock()
 
     def arm(self, deadline: float) -> None:
         """Wake by `deadline`; a later deadline than the armed one is left to the re-arm."""
@@ -707,15 +706,6 @@ def _answer(effect: fx.Effect, event: Event | None) -> Event:
             "must end with an awaited or a final effect (toolloop.engine.commands.AWAITED, FINAL)"
         )
     return event
-
-
-def _loop_clock() -> Callable[[], float]:
-    """The clock `anyio.current_time` reads, found once: it finds the backend on every read."""
-    trio = sys.modules.get("trio")  # imported by whoever runs trio, never here
-    if trio is not None and trio.lowlevel.in_trio_run():
-        clock: Callable[[], float] = trio.current_time
-        return clock
-    return asyncio.get_running_loop().time
 
 
 def _inactivity_notice(iteration: int, details: dict[str, Any]) -> fx.SendNotice:

@@ -36,6 +36,7 @@ import anyio
 import attrs
 from jsonschema.protocols import Validator
 
+from toolloop.effects.clock import loop_clock
 from toolloop.effects.ports import ToolInvocation
 from toolloop.effects.signature import SignatureError, takes_arguments_dict, typed_tool
 from toolloop.effects.tool_schema import ToolSchemaError as ToolSchemaError
@@ -248,13 +249,14 @@ class ToolRegistry:
         self, call: FunctionCall, context: ToolContext, invocation: ToolInvocation
     ) -> ToolResult:
         """Refuse or run one call; a tool's failure is a result, cancellation propagates."""
-        started = anyio.current_time()
+        now = loop_clock()
+        started = now()
         running = _Running()
         try:
             running.result = await self._execute(call, context, invocation, running)
             return running.result
         finally:
-            self._record(call, running, anyio.current_time() - started)
+            self._record(call, running, now() - started)
 
     async def _execute(
         self,

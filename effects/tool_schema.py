@@ -411,8 +411,8 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Check | None:
                 return None
             return _properties(subschemas)  # type: ignore[arg-type]
         case "required":
-            required = tuple(value)
-            return lambda item: not isinstance(item, dict) or all(key in item for key in required)
+            required = frozenset(value)
+            return lambda item: not isinstance(item, dict) or item.keys() >= required
         case "additionalProperties":
             return _additional(value, frozenset(schema.get("properties", {})))
         case "items":

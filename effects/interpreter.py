@@ -42,6 +42,7 @@ import attrs
 from anyio import TaskHandle
 from anyio.abc import TaskGroup
 
+from toolloop.effects.clock import loop_clock
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
 from toolloop.effects.observe import HostObserver, NoticeShown, host_events
 from toolloop.effects.ports import (
@@ -147,13 +148,17 @@ async def run_tool_loop(
 
 
 class _Alarm:
-    """When the supervisor wakes: at the earliest armed deadline, or at once on `wake`."""
+    """When the supervisor wakes: at the earliest armed deadline, or at once on `wake`.
 
-    __slots__ = ("_scope", "armed")
+    `now` reads the clock its deadlines are on (made inside the running loop).
+    """
+
+    __slots__ = ("_scope", "armed", "now")
 
     def __init__(self) -> None:
         self.armed = math.inf
         self._scope: anyio.CancelScope | None = None
+        self.now = loop_clock()
 
     def arm(self, deadline: float) -> None:
         """Wake by `deadline`; a later deadline than the armed one is left to the re-arm."""
@@ -228,7 +233,7 @@ class _ToolRun(_Call):
     def __init__(
         self, effect: fx.DispatchTool, runner: TaskHandle[None], alarm: _Alarm, timeout: float
     ) -> None:
-        self.started = anyio.current_time()
+        self.started = alarm.now()
         super().__init__(effect, runner, alarm, self.started + timeout)
 
 
@@ -262,7 +267,7 @@ class _Sink(_Call):
         timeout: float,
         follow_ups: TurnControl | None,
     ) -> None:
-        super().__init__(effect, runner, alarm, anyio.current_time() + timeout)
+        super().__init__(effect, runner, alarm, alarm.now() + timeout)
         self._channel, self._reply_to, self._timeout = channel, span.reply_to, timeout
         self._follow_ups = follow_ups
         """The turn control while the chain is not active: a follow-up ends this stream."""
@@ -275,7 +280,7 @@ class _Sink(_Call):
         """What the channel raised when it could not deliver text (SPEC 5)."""
 
     def progress(self) -> None:
-        self.deadline = anyio.current_time() + self._timeout
+        self.deadline = self._alarm.now() + self._timeout
 
     async def deliver(self, text: str) -> None:
         self.check_follow_up()
@@ -368,7 +373,7 @@ class _Interpreter:
                 call = self._current
                 if call is None:
                     alarm.armed = math.inf
-                elif call.taken or call.deadline <= anyio.current_time():
+                elif call.taken or call.deadline <= alarm.now():
                     await self._take(call)
                 else:
                     alarm.armed = call.deadline  # progress moved it: sleep on
@@ -415,7 +420,7 @@ class _Interpreter:
             return _stopped(sink)
         sink.settled = anyio.Event()
         settle = self.config.stream_abandoned_settle_timeout_ms / 1000
-        await self._alarm.wait(sink.settled.wait(), anyio.current_time() + settle)
+        await self._alarm.wait(sink.settled.wait(), self._alarm.now() + settle)
         if sink.killed:
             return _stopped(sink)
         seconds = _seconds(self.config.stream_sdk_call_timeout_ms)
@@ -575,7 +580,7 @@ class _Interpreter:
             requires_follow_up=self.registry.requires_follow_up(
                 name, descriptor, descriptor.server
             ),
-            duration_ms=round((anyio.current_time() - call.started) * 1000),
+            duration_ms=round((self._alarm.now() - call.started) * 1000),
             stop=self.control.pending_request(),
         )
 

@@ -36,11 +36,12 @@ import anyio
 import attrs
 from jsonschema.protocols import Validator
 
+from toolloop.effects.clock import loop_clock
 from toolloop.effects.ports import ToolInvocation
 from toolloop.effects.signature import SignatureError, takes_arguments_dict, typed_tool
 from toolloop.effects.tool_schema import ToolSchemaError as ToolSchemaError
+from toolloop.effects.tool_schema import accepting, problems
 from toolloop.effects.tool_schema import check_parameters as check_parameters
-from toolloop.effects.tool_schema import problems
 from toolloop.states import (
     ApiFamily,
     FunctionCall,
@@ -64,6 +65,8 @@ MAX_ERROR_CHARS = 2_000
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 NAME_RULE = "1 to 64 letters, digits, '_' or '-'"
 """What OpenAI-style providers accept as a function name."""
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
+"""`json.dumps(value, ensure_ascii=False)` without building an encoder per call."""
 
 
 @attrs.frozen(kw_only=True)
@@ -119,6 +122,10 @@ class RegisteredTool:
     spec: ToolSpec
     function: ToolFunction
     validator: Validator
+    accepts: Callable[[JsonObject], bool]
+    """Exactly whether `validator` finds no problem, at the cost of one fast check."""
+    has_secrets: bool
+    """Some parameter is `writeOnly`: arguments are redacted wherever they are shown."""
     supports: ProviderGate
     """Static provider support: a refusal says "not available for provider X"."""
     available: TurnGate
@@ -126,9 +133,12 @@ class RegisteredTool:
     follow_up: FollowUpRule
 
 
+_Kept: TypeAlias = tuple[str, JsonObject | None, bool, bool, str | None, float]
+
+
 @attrs.define
 class _Running:
-    """Mutable record of one `execute` call, turned into a `ToolExecution` at its end."""
+    """Mutable record of one `execute` call, kept in the ring at its end."""
 
     ran: bool = False
     result: ToolResult | None = None
@@ -139,7 +149,8 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool] = {}
-        self._recent: collections.deque[ToolExecution] = collections.deque(maxlen=RING_SIZE)
+        self._recent: collections.deque[_Kept] = collections.deque(maxlen=RING_SIZE)
+        """Each call's `ToolExecution` fields in order, made a record only when `recent` is read."""
         """The descriptors `specs` was asked about, by name: `execute` only gets the name."""
 
     def register(
@@ -174,14 +185,18 @@ class ToolRegistry:
             function, parameters = typed.run, typed.parameters
             description = typed.description if description is None else description
         schema = {"type": "object", "properties": {}} if parameters is None else parameters
+        spec = ToolSpec(
+            name=check_name(tool_name),
+            description=_description(function) if description is None else description,
+            parameters=schema,
+        )
+        validator = check_parameters(tool_name, schema)
         tool = RegisteredTool(
-            spec=ToolSpec(
-                name=check_name(tool_name),
-                description=_description(function) if description is None else description,
-                parameters=schema,
-            ),
+            spec=spec,
             function=function,
-            validator=check_parameters(tool_name, schema),
+            validator=validator,
+            accepts=accepting(schema, validator),
+            has_secrets=_has_secrets(schema),
             supports=_provider_gate(providers),
             available=available or _always,
             follow_up=_follow_up_rule(requires_follow_up),
@@ -218,26 +233,30 @@ class ToolRegistry:
         except JsonInputError as error:  # too deep to walk, or not JSON: nothing of it is shown
             return {REDACTED: error.problem}
         registered = self._tools.get(tool)
-        if registered is None:
+        if registered is None or not registered.has_secrets:
             return args
         redacted: JsonObject = _redact(args, registered.spec.parameters)
         return redacted
 
     def recent(self) -> tuple[ToolExecution, ...]:
         """The last `RING_SIZE` (1000) calls handled, oldest first."""
-        return tuple(self._recent)
+        return tuple(
+            ToolExecution(tool=name, args=args, ran=ran, success=ok, error=error, duration=took)
+            for name, args, ran, ok, error, took in self._recent
+        )
 
     async def execute(
         self, call: FunctionCall, context: ToolContext, invocation: ToolInvocation
     ) -> ToolResult:
         """Refuse or run one call; a tool's failure is a result, cancellation propagates."""
-        started = anyio.current_time()
+        now = loop_clock()
+        started = now()
         running = _Running()
         try:
             running.result = await self._execute(call, context, invocation, running)
             return running.result
         finally:
-            self._record(call, running, anyio.current_time() - started)
+            self._record(call, running, now() - started)
 
     async def _execute(
         self,
@@ -266,13 +285,13 @@ class ToolRegistry:
     def _record(self, call: FunctionCall, running: _Running, duration: float) -> None:
         result = running.result
         self._recent.append(
-            ToolExecution(
-                tool=call.name,
-                args=_kept(self.redact(call.name, call.args)),
-                ran=running.ran,
-                success=result is not None and result.success,
-                error="cancelled" if result is None else result.error,
-                duration=duration,
+            (
+                call.name,
+                _kept(self.redact(call.name, call.args)),
+                running.ran,
+                result is not None and result.success,
+                "cancelled" if result is None else result.error,
+                duration,
             )
         )
 
@@ -293,6 +312,8 @@ def _refusal(
         return f'tool "{name}" is not available for the current turn, do not retry it this turn'
     try:
         check_json(args, where="arguments")
+        if tool.accepts(args):
+            return None
         broken = list(dict.fromkeys(problems(tool.validator, args)))
     except JsonInputError as error:
         broken = [error.problem]
@@ -332,7 +353,8 @@ def _checked(name: str, result: ToolResult) -> ToolResult:
     """
     try:
         for field in ("data", "image_metadata", "error", "message"):
-            check_json(getattr(result, field), where=field)
+            if (value := getattr(result, field)) is not None:
+                check_json(value, where=field)
     except JsonInputError as refused:
         return _failure(
             f'tool "{name}" returned {refused.where} that is not JSON: {refused.problem}'
@@ -343,7 +365,7 @@ def _checked(name: str, result: ToolResult) -> ToolResult:
         if (text := getattr(result, field)) is not None and len(text) > MAX_RESULT_CHARS
     }
     result = attrs.evolve(result, **cut) if cut else result
-    text = json.dumps(result.data, ensure_ascii=False)
+    text = _to_json(result.data)
     if len(text) <= MAX_RESULT_CHARS:
         return result
     marker = f"[cut: {len(text)} characters of JSON, the first {MAX_RESULT_CHARS} kept]"
@@ -354,7 +376,7 @@ def _kept(args: JsonObject | None) -> JsonObject | None:
     """Redacted arguments as the ring keeps them: beyond `MAX_KEPT_ARGS_CHARS`, only their size."""
     if args is None:
         return None
-    size = len(json.dumps(args, ensure_ascii=False))
+    size = len(_to_json(args))
     return args if size <= MAX_KEPT_ARGS_CHARS else {REDACTED: f"{size} characters of arguments"}
 
 
@@ -406,6 +428,16 @@ def _redact(value: Any, schema: Any) -> Any:
     if isinstance(value, list):
         return [_redact(item, schema.get("items")) for item in value]
     return value
+
+
+def _has_secrets(schema: Any) -> bool:
+    """Whether `_redact` finds a `writeOnly` schema anywhere it looks (so it can be skipped)."""
+    if not isinstance(schema, dict):
+        return False
+    if schema.get("writeOnly") is True:
+        return True
+    below = [*schema.get("properties", {}).values(), schema.get("additionalProperties")]
+    return any(_has_secrets(child) for child in [*below, schema.get("items")])
 
 
 def _property_schema(schema: JsonObject, key: str) -> Any:

@@ -18,13 +18,19 @@ Three promises the registry builds on:
   path, its keyword and the schema alone, never from jsonschema's message or
   the offending value, so a secret argument cannot reach a failure, a
   notice, a log or a trace through validation.
+
+Valid arguments cost one fast check (`accepting`): a schema written with the
+common keywords is compiled once into a predicate that answers exactly as the
+validator does, and only arguments it refuses are walked by jsonschema to
+word their problems.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Sequence
+import numbers
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jsonschema
@@ -78,6 +84,14 @@ def check_parameters(name: str, schema: JsonObject) -> Validator:
     _check_patterns_and_refs(name, cls, schema)
     validator: Validator = _linear(cls)(schema, registry=referencing.Registry())
     return validator
+
+
+def accepting(schema: JsonObject, validator: Validator) -> Callable[[JsonObject], bool]:
+    """Whether arguments are valid, exactly as `validator` (made by `check_parameters`) says.
+
+    The schema compiled (`compiled_check`) when it can be, else `validator.is_valid`.
+    """
+    return compiled_check(schema) or validator.is_valid
 
 
 def problems(validator: Validator, args: JsonObject) -> Iterator[str]:
@@ -306,3 +320,157 @@ def _linear(cls: type[Validator]) -> type[Validator]:
         },
     )
     return linear
+
+
+# The fast check: a schema of the common keywords compiled into one predicate.
+
+Check = Callable[[Any], bool]
+
+#: Keywords that never fail without a format checker (Draft 2020-12, as `check_parameters` builds).
+_ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly"}
+    | {"$comment", "format"}
+)
+
+
+def _is_integer(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Number)
+
+
+#: jsonschema's Draft 2020-12 type checker, one plain function per type.
+_TYPES: dict[str, Check] = {
+    "object": lambda value: isinstance(value, dict),
+    "array": lambda value: isinstance(value, list),
+    "string": lambda value: isinstance(value, str),
+    "boolean": lambda value: isinstance(value, bool),
+    "null": lambda value: value is None,
+    "integer": _is_integer,
+    "number": _is_number,
+}
+
+
+def compiled_check(schema: Any) -> Check | None:
+    """`schema` (Draft 2020-12) as one predicate, or None when it uses another keyword.
+
+    Compiled: `type`, `properties`, `required`, `additionalProperties`, `items`,
+    `enum` and `const` of strings, the numeric bounds, the length and item-count
+    bounds, `pattern` (on RE2, as validation runs it) and the annotations. Each
+    rule is jsonschema's own (a rule for another type passes); anything else,
+    `$schema` and `$ref` among them, leaves the schema to the validator.
+    """
+    if isinstance(schema, bool):
+        return _yes if schema else _no
+    if not isinstance(schema, dict):
+        return None
+    checks: list[Check] = []
+    for keyword, value in schema.items():
+        if keyword in _ANNOTATIONS:
+            continue
+        check = _keyword(keyword, value, schema)
+        if check is None:
+            return None
+        checks.append(check)
+    if len(checks) == 1:
+        return checks[0]
+    rules = tuple(checks)
+
+    def every(value: Any) -> bool:
+        for rule in rules:  # noqa: SIM110 (all() over a generator costs a frame per call)
+            if not rule(value):
+                return False
+        return True
+
+    return every
+
+
+def _yes(value: Any) -> bool:
+    return True
+
+
+def _no(value: Any) -> bool:
+    return False
+
+
+def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Check | None:
+    """One keyword's rule as a predicate; None when it is not one `compiled_check` knows."""
+    match keyword:
+        case "type":
+            kinds = tuple(_TYPES[kind] for kind in ([value] if isinstance(value, str) else value))
+            if len(kinds) == 1:
+                return kinds[0]
+            return lambda item: any(kind(item) for kind in kinds)
+        case "properties":
+            subschemas = {name: compiled_check(subschema) for name, subschema in value.items()}
+            if None in subschemas.values():
+                return None
+            return _properties(subschemas)  # type: ignore[arg-type]
+        case "required":
+            required = frozenset(value)
+            return lambda item: not isinstance(item, dict) or item.keys() >= required
+        case "additionalProperties":
+            return _additional(value, frozenset(schema.get("properties", {})))
+        case "items":
+            each = compiled_check(value)
+            if each is None:
+                return None
+            return lambda item: not isinstance(item, list) or all(each(one) for one in item)
+        case "enum" if all(isinstance(one, str) for one in value):
+            allowed = frozenset(value)
+            return lambda item: isinstance(item, str) and item in allowed
+        case "const" if isinstance(value, str):
+            return lambda item: item == value
+        case "minimum":
+            return lambda item: not _is_number(item) or item >= value
+        case "maximum":
+            return lambda item: not _is_number(item) or item <= value
+        case "exclusiveMinimum":
+            return lambda item: not _is_number(item) or item > value
+        case "exclusiveMaximum":
+            return lambda item: not _is_number(item) or item < value
+        case "minLength":
+            return lambda item: not isinstance(item, str) or len(item) >= value
+        case "maxLength":
+            return lambda item: not isinstance(item, str) or len(item) <= value
+        case "minItems":
+            return lambda item: not isinstance(item, list) or len(item) >= value
+        case "maxItems":
+            return lambda item: not isinstance(item, list) or len(item) <= value
+        case "pattern":
+            search = _regex(value).search
+            return lambda item: not isinstance(item, str) or search(item) is not None
+        case _:
+            return None
+
+
+def _properties(subschemas: dict[str, Check]) -> Check:
+    pairs = tuple(subschemas.items())
+
+    def properties(item: Any) -> bool:
+        if isinstance(item, dict):
+            for name, check in pairs:
+                if name in item and not check(item[name]):
+                    return False
+        return True
+
+    return properties
+
+
+def _additional(allowed: Any, named: frozenset[str]) -> Check | None:
+    """`additionalProperties` beside `properties` (`patternProperties` is not compiled)."""
+    if allowed is True:
+        return _yes
+    if allowed is False:
+        return lambda item: not isinstance(item, dict) or item.keys() <= named
+    each = compiled_check(allowed)
+    if each is None:
+        return None
+    return lambda item: (
+        not isinstance(item, dict)
+        or all(each(value) for key, value in item.items() if key not in named)
+    )

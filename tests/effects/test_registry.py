@@ -425,6 +425,35 @@ class TestSecrets:
         }
         assert args["password"] == "hunter2"
 
+    @pytest.mark.parametrize(
+        ("parameters", "args", "shown"),
+        [
+            (
+                {"properties": {"a": {"properties": {"s": {"writeOnly": True}}}}},
+                {"a": {"s": "x", "t": 1}},
+                {"a": {"s": REDACTED, "t": 1}},
+            ),
+            ({"additionalProperties": {"writeOnly": True}}, {"k": "x"}, {"k": REDACTED}),
+            (
+                {"properties": {"l": {"items": {"properties": {"s": {"writeOnly": True}}}}}},
+                {"l": [{"s": "x"}]},
+                {"l": [{"s": REDACTED}]},
+            ),
+            (
+                {"additionalProperties": {"items": {"writeOnly": True}}},
+                {"k": ["x", "y"]},
+                {"k": [REDACTED, REDACTED]},
+            ),
+        ],
+    )
+    def test_a_single_deep_secret_is_redacted(
+        self, parameters: JsonObject, args: JsonObject, shown: JsonObject
+    ) -> None:
+        """A schema whose only `writeOnly` sits deep (properties, extras, items) redacts it."""
+        registry = ToolRegistry()
+        registry.register(_noop, name="t", parameters={"type": "object", **parameters})
+        assert registry.redact("t", args) == shown
+
     def test_unknown_tool_and_absent_args_pass_through(self) -> None:
         """Nothing to redact without a schema or without arguments."""
         registry = ToolRegistry()

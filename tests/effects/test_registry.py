@@ -282,6 +282,14 @@ class TestRegistration:
         assert [spec.name for spec in registry.specs(CUSTOM)] == ["b", "a"]
         assert [spec.name for spec in registry.specs(NOVELAI)] == ["b", "nai_only", "a"]
 
+    def test_specs_include_a_tool_registered_after_they_were_asked(self) -> None:
+        """A tool registered after `specs` was answered is in the next answer for that provider."""
+        registry = ToolRegistry()
+        registry.register(_noop, name="a")
+        assert [spec.name for spec in registry.specs(CUSTOM)] == ["a"]
+        registry.register(_noop, name="b")
+        assert [spec.name for spec in registry.specs(CUSTOM)] == ["a", "b"]
+
 
 class TestRunning:
     async def test_plain_dict_return_is_success_data(self) -> None:

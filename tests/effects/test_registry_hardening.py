@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.effects.test_registry import execute
+from toolloop.effects import registry as registry_module
 from toolloop.effects.registry import (
     MAX_KEPT_ARGS_CHARS,
     MAX_RESULT_CHARS,
@@ -295,6 +296,27 @@ class TestLinearPatterns:
         }
         with pytest.raises(ToolSchemaError, match="cannot be used with `patternProperties`"):
             ToolRegistry().register(_noop, name="t", parameters=params)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+class TestJsonSizes:
+    @pytest.mark.parametrize("c_encoder", [True, False])
+    @settings(max_examples=50, deadline=None)
+    @given(value=JSON_VALUES)
+    def test_property_json_text_is_json_dumps_of_the_value(
+        self, c_encoder: bool, value: Any
+    ) -> None:
+        """The size bounds measure `json.dumps(value, ensure_ascii=False)`, C encoder or not."""
+        with pytest.MonkeyPatch.context() as patch:
+            if not c_encoder:
+                patch.setattr(registry_module, "_C_ENCODER", None)
+            assert registry_module._to_json(value) == json.dumps(value, ensure_ascii=False)
 
 
 class TestArgumentsAndResultsAreJson:

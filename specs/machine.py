@@ -34,17 +34,10 @@ from transitions import Machine
 from toolloop.engine import guards
 from toolloop.engine.events import EVENT_TYPES, Event
 from toolloop.engine.guards import Guard, context
-from toolloop.engine.table import TABLE, Row
+from toolloop.engine.table import FINISHED, IDLE, TABLE, Row
 from toolloop.states import IterationState, Phase
 from toolloop.states.errors import ToolloopError
 
-IDLE, STREAMING, DISPATCHING, TAKING_STASH, FINISHED = (
-    Phase.IDLE,
-    Phase.STREAMING,
-    Phase.DISPATCHING,
-    Phase.TAKING_STASH,
-    Phase.FINISHED,
-)
 EVENT_NAMES = frozenset(cls.__name__ for cls in EVENT_TYPES)
 
 

@@ -19,15 +19,8 @@ from typing import Any
 
 import attrs
 
-from toolloop.specs.machine import (
-    DISPATCHING,
-    IDLE,
-    MACHINE,
-    STREAMING,
-    TAKING_STASH,
-    Declaration,
-    Move,
-)
+from toolloop.engine.table import DISPATCHING, IDLE, STREAMING, TAKING_STASH
+from toolloop.specs.machine import MACHINE, Declaration, Move
 from toolloop.states import JsonObject, Phase
 from toolloop.states.errors import ToolloopError
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 
+from tests.bench.bench_interpreter import Gate
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.ports import StreamRequest, StreamSink
@@ -85,22 +86,6 @@ class Scripted:
         sink.progress()
         await sink.deliver("Done.")
         return StreamResult(status=StreamStatus.COMPLETED, accumulated_text="Done.")
-
-
-class Gate:
-    """Holds every turn at one iteration until all of them got there."""
-
-    def __init__(self, turns: int, at_iteration: int) -> None:
-        self.turns, self.at_iteration = turns, at_iteration
-        self.waiting = 0
-        self.all_waiting = anyio.Event()
-        self.opened = anyio.Event()
-
-    async def wait(self) -> None:
-        self.waiting += 1
-        if self.waiting == self.turns:
-            self.all_waiting.set()
-        await self.opened.wait()
 
 
 async def through_library(calls: int = CALLS, gate: Gate | None = None) -> None:

@@ -5,14 +5,10 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from toolloop.engine.table import ROWS, TABLE
+from toolloop.engine.table import DISPATCHING, FINISHED, ROWS, STREAMING, TABLE, TAKING_STASH
 from toolloop.specs.machine import (
-    DISPATCHING,
-    FINISHED,
     MACHINE,
     MOVES,
-    STREAMING,
-    TAKING_STASH,
     DeclarationError,
     DuplicateMove,
     Move,

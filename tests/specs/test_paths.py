@@ -13,8 +13,9 @@ import pytest
 
 from tests.specs.conformance import never_taken, violations
 from tests.specs.scenario_driver import run_scenario
+from toolloop.engine.table import STREAMING
 from toolloop.engine.trace import load_lines
-from toolloop.specs.machine import MACHINE, STREAMING, Move
+from toolloop.specs.machine import MACHINE, Move
 from toolloop.specs.paths import (
     WITNESSES,
     ConflictingWitnesses,

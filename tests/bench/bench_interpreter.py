@@ -173,7 +173,7 @@ async def through_interpreter(
 async def hand_written(iterations: int) -> None:
     """The same awaits a bot author would write without the state machine."""
     provider, registry, channel = Provider(), Registry(), Channel()
-    sink = _PlainSink(channel)
+    sink = PlainSink(channel)
     invocation = ToolInvocation(killed=anyio.Event(), notify=_quiet)
     history: list[ToolHistoryEntry] = []
     async with anyio.create_task_group():
@@ -199,7 +199,7 @@ async def hand_written_guarded(iterations: int) -> None:
     effects or notices.
     """
     provider, registry, channel = Provider(), Registry(), Channel()
-    control, sink = MemoryTurnControl(), _PlainSink(channel)
+    control, sink = MemoryTurnControl(), PlainSink(channel)
     invocation = ToolInvocation(killed=anyio.Event(), notify=_quiet)
     history: list[ToolHistoryEntry] = []
     async with anyio.create_task_group() as group:
@@ -234,7 +234,7 @@ async def _guarded(
     return box[0]
 
 
-class _PlainSink:
+class PlainSink:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
 

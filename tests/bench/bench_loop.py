@@ -28,7 +28,7 @@ from typing import Any
 
 import anyio
 
-from tests.bench.bench_interpreter import Gate
+from tests.bench.bench_interpreter import Gate, PlainSink
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.ports import StreamRequest, StreamSink
@@ -101,21 +101,10 @@ async def through_library(calls: int = CALLS, gate: Gate | None = None) -> None:
     assert result.status is TurnStatus.COMPLETED, result.status
 
 
-class _ChannelSink:
-    def __init__(self, channel: RecordingChannel) -> None:
-        self.channel = channel
-
-    def progress(self) -> None:
-        pass
-
-    async def deliver(self, text: str) -> None:
-        await self.channel.send_text(text, reply_to=None)
-
-
 async def hand_written(calls: int = CALLS) -> None:
     """The same provider and tool function in a loop a bot author would write."""
     provider, channel = Scripted(calls), RecordingChannel()
-    sink, history = _ChannelSink(channel), list[ToolHistoryEntry]()
+    sink, history = PlainSink(channel), list[ToolHistoryEntry]()
     for iteration in range(calls + 1):
         once = StreamOnce(
             iteration=iteration,

@@ -8,11 +8,13 @@ variable is never silent; the warnings are returned as well.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping
 
 from toolloop.engine.config import VARIABLES, LoadedConfig, parse_config
+from toolloop.states import LoopConfig
 
 log = logging.getLogger(__name__)
 
@@ -31,3 +33,17 @@ def load_config(env: Mapping[str, object] | None = None) -> LoadedConfig:
             warning.used,
         )
     return loaded
+
+
+def environment_config() -> LoopConfig:
+    """The process environment's configuration; its warnings logged once per distinct value.
+
+    A bot runs many turns: re-reading is cheap, logging the same typo on every
+    turn is not, so the parse is cached on the variables' current values.
+    """
+    return _loaded(tuple((name, os.environ.get(name)) for name in VARIABLES)).config
+
+
+@functools.lru_cache(maxsize=8)
+def _loaded(values: tuple[tuple[str, str | None], ...]) -> LoadedConfig:
+    return load_config({name: value for name, value in values if value is not None})

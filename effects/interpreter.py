@@ -248,8 +248,6 @@ class _Sink(_Call):
     __slots__ = (
         "_channel",
         "_follow_ups",
-        "_reply_to",
-        "_suppressed",
         "_timeout",
         "failure",
         "interrupted",
@@ -268,10 +266,9 @@ class _Sink(_Call):
         follow_ups: TurnControl | None,
     ) -> None:
         super().__init__(effect, runner, alarm, alarm.now() + timeout)
-        self._channel, self._reply_to, self._timeout = channel, span.reply_to, timeout
+        self._channel, self._timeout = channel, timeout
         self._follow_ups = follow_ups
         """The turn control while the chain is not active: a follow-up ends this stream."""
-        self._suppressed = effect.suppress_text_output
         self.parts: list[str] = []
         self.span = span
         self.interrupted = False
@@ -287,9 +284,9 @@ class _Sink(_Call):
         if not self.open:
             return
         self.parts.append(text)
-        if not self._suppressed:
+        if not self.span.suppressed:
             try:
-                await self._channel.send_text(text, reply_to=self._reply_to)
+                await self._channel.send_text(text, reply_to=self.span.reply_to)
             except Exception as error:  # the platform refused or failed the send
                 self.parts.pop()  # never delivered
                 if self.open:

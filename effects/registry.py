@@ -168,7 +168,6 @@ class ToolRegistry:
         """Each call's `ToolExecution` fields in order, made a record only when `recent` is read."""
         self._specs: tuple[ProviderDescriptor | None, tuple[ToolSpec, ...]] = (None, ())
         """The last `specs` answer and the descriptor it was for, until a tool is registered."""
-        """The descriptors `specs` was asked about, by name: `execute` only gets the name."""
 
     def register(
         self,

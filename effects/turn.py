@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from toolloop.effects.config import load_config
+from toolloop.effects.config import environment_config
 from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.observe import HostObserver
@@ -94,7 +94,6 @@ async def run_generation_turn(
     if not attempts:
         raise ValueError("run_generation_turn needs at least one attempt")
     stash = ContextStash() if stash is None else stash
-    environment: LoopConfig | None = None
     for index, attempt in enumerate(attempts):
         last = index == len(attempts) - 1
         verbatim = wants_verbatim(attempt, registry)
@@ -103,10 +102,7 @@ async def run_generation_turn(
             provider=attempt.provider.descriptor,
             context=attempt_context(turn.context, verbatim),
         )
-        config = attempt.config
-        if config is None:
-            environment = environment or load_config().config
-            config = environment
+        config = attempt.config or environment_config()
         delivered_before = len(channel.delivered_message_ids())
         try:
             result = await run_tool_loop(

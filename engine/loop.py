@@ -193,7 +193,7 @@ def finish_malformed(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
 
 
 def clear_follow_up(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
-    """A queued follow-up never turns a tool chain into a stop: it is cleared (SPEC 6.2)."""
+    """A queued follow-up never turns a tool chain into a stop: it is cleared (SPEC 6.2, 6.7)."""
     if ctx.stop is StopRequest.FOLLOW_UP:
         effects.append(ClearStopRequest())
 
@@ -254,14 +254,9 @@ def abort_stopped(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
 
 
 def report_settled(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
-    """A queued follow-up is cleared (SPEC 6.7); the tool is logged, counted, noticed, retained.
-
-    SPEC 6.8-6.10, in that order.
-    """
+    """The tool is logged, counted, noticed, retained (SPEC 6.8-6.10, in that order)."""
     event, name, call = ctx.event, ctx.name, ctx.call
     assert isinstance(event, ToolSettled) and name is not None and call is not None
-    if event.stop is StopRequest.FOLLOW_UP:
-        effects.append(ClearStopRequest())
     result, turn, iteration = event.result, draft.turn, draft.iteration
     message = f"Function call completed: {name} ({event.duration_ms} ms)"
     effects.append(Log(level=Level.INFO, message=message))

@@ -137,7 +137,7 @@ def _row(
 RECORDED = (do.record_stream,)
 CALLED = (*RECORDED, do.mark_chain_active)
 REFUSED = (*CALLED, do.clear_follow_up, do.keep_refusal)
-SETTLED = (do.report_settled,)
+SETTLED = (do.clear_follow_up, do.report_settled)
 KEPT = (*SETTLED, do.keep_result)
 # How a row that does not finish goes on: the next iteration, or the ceiling.
 NEXT = (do.advance, do.begin_iteration)

@@ -74,6 +74,8 @@ from typing import Any, Final
 
 import attrs
 
+from toolloop.states.json_policy import refuse_constant
+
 __all__ = ["Feed", "Flush", "VerbatimCall", "VerbatimToolCallParser"]
 
 
@@ -171,11 +173,6 @@ _WORD_MODES: Final = frozenset(
 _PLAIN: Final = _Mode.PLAIN  # module-level aliases: enum attribute lookups cost on the hot path
 _NAME: Final = _Mode.NAME
 _NAME_WS: Final = _Mode.NAME_WS
-
-
-def _refuse_constant(token: str) -> None:
-    """Make ``json.loads`` refuse ``NaN`` and ``Infinity``, which are not JSON."""
-    raise ValueError(f"{token} is not JSON")
 
 
 def _sole_string_param(schema: Mapping[str, Any]) -> str | None:
@@ -749,7 +746,7 @@ class VerbatimToolCallParser:
         if not body:
             return {} if name in self._no_args else None
         try:
-            value = json.loads(body, parse_constant=_refuse_constant)
+            value = json.loads(body, parse_constant=refuse_constant)
         except (ValueError, RecursionError):
             return None
         if isinstance(value, dict):

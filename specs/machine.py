@@ -1,8 +1,12 @@
 """The declared machine: the table of `toolloop.engine.table`, as data to check and draw.
 
 `MOVES` is read off `TABLE`, one declared move per row, so the table is written
-once: the conformance tests check `step` against it, `toolloop.specs.paths`
-derives model-based scenarios from it, and `toolloop.specs.diagram` draws it.
+once: the conformance tests check that `step`'s compiled transitions pick
+the same move as `transitions` running these rows (they test the compiler:
+a wrong guard or a wrong row order is in both, and only the property,
+scenario and model-based suites, which assert outcomes, catch it);
+`toolloop.specs.paths` derives model-based scenarios from it, and
+`toolloop.specs.diagram` draws it.
 
 A move is (trigger, source, dest, conditions, unless, label, rule): the trigger
 is the event class that causes it, the conditions and unless lists name guards

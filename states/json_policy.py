@@ -27,6 +27,7 @@ __all__ = [
     "JsonInputError",
     "check_json",
     "loads",
+    "refuse_constant",
 ]
 
 #: Characters one JSON document may have.
@@ -53,7 +54,8 @@ class JsonInputError(ToolloopError, ValueError):
         self.column = column
 
 
-def _refuse_constant(name: str) -> Any:
+def refuse_constant(name: str) -> Any:
+    """`parse_constant` for `json`: `NaN`, `Infinity` and `-Infinity` are not JSON."""
     raise ValueError(f"{name} (not a JSON number)")
 
 
@@ -70,7 +72,7 @@ def loads(
         )
     try:
         value = json.loads(
-            text, parse_constant=_refuse_constant, object_pairs_hook=object_pairs_hook
+            text, parse_constant=refuse_constant, object_pairs_hook=object_pairs_hook
         )
     except RecursionError:
         raise JsonInputError(where, f"nests deeper than {MAX_JSON_DEPTH} levels") from None

@@ -66,7 +66,13 @@ from toolloop.states import (
     ToolHistoryEntry,
     ToolSpec,
 )
-from toolloop.states.json_policy import MAX_JSON_DEPTH, JsonInputError, check_json, loads
+from toolloop.states.json_policy import (
+    MAX_JSON_DEPTH,
+    JsonInputError,
+    check_json,
+    loads,
+    refuse_constant,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +89,10 @@ DRAIN_SECONDS = 1.0
 MAX_LINE_CHARS = 16 * 1024 * 1024
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(name)  # The JSON policy's `loads` then says what is wrong, in its words.
-
-
 #: The C scanner behind `json.loads`, called directly: `loads` adds three Python
 #: frames and an encoding check per chunk, a third of the per-chunk cost. It refuses
 #: NaN and Infinity, as the JSON policy (states/json_policy.py) does.
-_DECODER: Any = json.JSONDecoder(parse_constant=_refuse_constant)  # Any: no `scan_once` in typeshed
+_DECODER: Any = json.JSONDecoder(parse_constant=refuse_constant)  # Any: no `scan_once` in typeshed
 _scan_json: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once
 #: How much of an offending payload or error body a message quotes.
 EXCERPT_CHARS = 300

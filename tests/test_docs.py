@@ -37,7 +37,7 @@ def test_the_sample_runs_and_prints_what_the_doc_shows(sample: Sample, tmp_path:
 def test_the_docs_have_samples_and_every_sample_runs_somewhere() -> None:
     """README.md and the guides are read, and the samples include the embedding example."""
     names = {sample.name.split(":")[0] for sample in ALL}
-    assert {"docs/embedding.md", "docs/tools.md", "docs/providers.md"} <= names
+    assert {"docs/embedding.md", "docs/tools.md", "docs/providers.md", "docs/discord.md"} <= names
 
 
 def test_a_sample_that_prints_something_else_is_caught(tmp_path: Path) -> None:

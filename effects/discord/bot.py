@@ -126,7 +126,7 @@ class ToolloopBot(discord.Client):
             stale_after=settings.stale_turn_seconds,
         )
         self.transcripts: dict[int, list[ContextItem]] = {}
-        """Each channel's recent messages, oldest first (at most `TRANSCRIPT`)."""
+        """Each channel's recent messages, oldest first (cut to `TRANSCRIPT` after each turn)."""
         self._windows: dict[int, EditWindow] = {}
         self._voices: dict[int, Voice | None] = {}
         self.tree.command(name="kill", description="Stop the bot's reply in this channel")(
@@ -142,7 +142,6 @@ class ToolloopBot(discord.Client):
             return
         transcript = self._transcript(message.channel.id)
         transcript.append(ContextItem(author=message.author.display_name, content=message.content))
-        del transcript[:-TRANSCRIPT]
         await self.turns.on_message(message)
 
     def kill_reply(self, channel_id: int) -> str:
@@ -208,6 +207,8 @@ class ToolloopBot(discord.Client):
         transcript = self._transcript(place_id)
         answered = len(transcript)
         # the messages after `answered` arrived during the turn: its reply goes before them
+        # (the transcript is cut to `TRANSCRIPT` only here, after the reply went in, so
+        # `answered` still points where it did)
         name = self.settings.persona.name if self.settings.persona else self.user_name
         guild = trigger.guild
         result = await run_generation_turn(
@@ -215,7 +216,7 @@ class ToolloopBot(discord.Client):
                 persona=TurnPersona(name=name),
                 context=(
                     ContextItem(kind="system", content=SYSTEM.format(name=name)),
-                    *transcript,
+                    *transcript[-TRANSCRIPT:],
                 ),
                 channel_id=str(place_id),
                 user_id=str(trigger.author.id),

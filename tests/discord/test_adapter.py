@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 
 import aiohttp
@@ -101,7 +102,7 @@ class TestStreaming:
         texts, times = run(main)
         assert texts == ["".join(f"w{i} " for i in range(300))]
         assert 1 <= len(times) <= 5
-        assert all(sum(1 for t in times if start <= t < start + 5) <= 5 for start in times)
+        assert all(later - earlier >= 1.0 for earlier, later in itertools.pairwise(times))
 
     def test_a_stuck_edit_never_holds_the_stream_up(self) -> None:
         """While Discord holds an edit, every further chunk is accepted; the last text follows."""
@@ -120,17 +121,17 @@ class TestStreaming:
             await port.send_text("0 ", reply_to=None)
             await port.send_text("1 ", reply_to=None)
             await held.wait()  # the editor is inside Discord's edit now
-            with anyio.fail_after(5):  # a guard against a hang, not a timing assertion
+            # The edit hangs until `release`: sending must not wait for it, or this
+            # raises TimeoutError (the failure this test exists for; not a timing bound).
+            with anyio.fail_after(5):
                 for i in range(2, 100):
                     await port.send_text(f"{i} ", reply_to=None)
-            waiting = len(contents(channel())[0])
             port.stream_ended(span())
             release.set()
             await settle(port, clock)
-            return waiting, contents(channel())
+            return contents(channel())
 
-        waiting, texts = run(main)
-        assert waiting == len("0 ")  # nothing after the first message had been shown yet
+        texts = run(main)
         assert texts == ["".join(f"{i} " for i in range(100))]
 
     def test_each_stream_gets_its_own_message(self) -> None:

@@ -21,11 +21,12 @@ import pytest
 from tests.discord.conftest import channel, configured, contents, deny_sending, run
 from tests.effects.harness import Script, ScriptProvider, calling, completed, silent
 from toolloop.effects.discord import BotSettings, ToolloopBot
+from toolloop.effects.discord.bot import TRANSCRIPT
 from toolloop.effects.observe import HostEvent, StreamFinished
 from toolloop.effects.ports import Provider, StreamRequest, StreamSink
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.states import JsonObject, StreamResult, StreamStatus
+from toolloop.states import ContextItem, JsonObject, StreamResult, StreamStatus
 from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry
 from toolloop.tools.model_server import ModelServer
@@ -244,6 +245,29 @@ class TestFollowUps:
         last_context = [item.content for item in provider.requests[2].once.context]
         assert last_context[-4:] == ["first", "Answer one.", "second", "third"]
         assert len(provider.requests) == 3  # one turn for both follow-ups
+
+    def test_a_full_transcript_keeps_the_reply_before_the_follow_ups(self) -> None:
+        """With the transcript already at its cap, the chain's reply still goes before the
+        messages that arrived during it, and the next turn reads them in that order."""
+        started, gate, log = anyio.Event(), anyio.Event(), list[str]()
+        provider = ScriptProvider(
+            calling("search", text="Checking."), completed("Answer one."), completed("Answer two.")
+        )
+
+        async def main() -> None:
+            bot = Bot(provider, search_tool(started, gate, log))
+            await configured(bot.client)
+            old = [ContextItem(author="u", content=f"old {n}") for n in range(TRANSCRIPT)]
+            bot.client.transcripts[channel(0).id] = old
+            await dpytest.message("first", channel=0)
+            await started.wait()
+            await dpytest.message("second", channel=0)
+            gate.set()
+            await bot.idle()
+
+        run(main)
+        last_context = [item.content for item in provider.requests[2].once.context]
+        assert last_context[-3:] == ["first", "Answer one.", "second"]
 
     def test_a_follow_up_interrupts_a_first_stream(self) -> None:
         """A message during a first stream ends it `follow_up_interrupt`; the batch is answered."""

@@ -12,7 +12,9 @@ scope per call:
 
 * the *runner* steps the loop and awaits each provider call and tool inline;
 * the *supervisor* (the caller's task) sleeps until the earliest deadline of
-  the call in progress, or until a kill wakes it. Deadlines are armed lazily:
+  the call in progress, or until a kill wakes it; during a stream before the
+  tool chain is active it waits for a follow-up meanwhile (SPEC 5), so no
+  task watches for one. Deadlines are armed lazily:
   a later one is not set on the supervisor's scope (moving a trio scope's
   deadline costs µs); the supervisor re-arms when it wakes to find the call's
   deadline moved. Progress is one float assignment.
@@ -171,11 +173,13 @@ class _Alarm:
         if self._scope is not None:
             self._scope.cancel()
 
-    async def wait(self, waiting: Awaitable[None], until: float) -> None:
-        """Await `waiting` until `until` passes or `wake` is called."""
-        with anyio.move_on_at(until) as self._scope:
+    async def wait(self, waiting: Awaitable[None], until: float) -> bool:
+        """Await `waiting` until `until` passes or `wake` is called: True if it finished."""
+        with anyio.move_on_at(until) as scope:
+            self._scope = scope
             await waiting
         self._scope = None
+        return not scope.cancelled_caught
 
 
 class _Call:
@@ -247,9 +251,9 @@ class _Sink(_Call):
 
     __slots__ = (
         "_channel",
-        "_follow_ups",
         "_timeout",
         "failure",
+        "follow_ups",
         "interrupted",
         "parts",
         "span",
@@ -267,7 +271,7 @@ class _Sink(_Call):
     ) -> None:
         super().__init__(effect, runner, alarm, alarm.now() + timeout)
         self._channel, self._timeout = channel, timeout
-        self._follow_ups = follow_ups
+        self.follow_ups = follow_ups
         """The turn control while the chain is not active: a follow-up ends this stream."""
         self.parts: list[str] = []
         self.span = span
@@ -300,13 +304,13 @@ class _Sink(_Call):
             self.end_now()
 
     def check_follow_up(self) -> None:
-        """Interrupt for a pending follow-up (SPEC 5) without waiting for the watcher to run.
+        """Interrupt for a pending follow-up (SPEC 5) without waiting for the supervisor.
 
-        The watcher task runs only once the runner yields, and a provider with its
+        The supervisor runs only once the runner yields, and a provider with its
         body already read delivers the rest and returns without yielding: the runner
         checks at the start, at each delivery and at the end.
         """
-        follow_ups = self._follow_ups
+        follow_ups = self.follow_ups
         if follow_ups is not None and follow_ups.pending_request() is StopRequest.FOLLOW_UP:
             self.interrupt()
 
@@ -349,8 +353,6 @@ class _Interpreter:
     """The call in progress, until its runner or the supervisor releases it."""
     _chain_active: bool = attrs.field(init=False, default=False)
     """A `function_call` stream arrived this attempt: follow-ups no longer interrupt."""
-    _watch: anyio.CancelScope = attrs.field(init=False, factory=anyio.CancelScope)
-    """The follow-up watcher's scope: cancelled once the chain is active or the attempt over."""
     _state: IterationState = attrs.field(init=False)
     """The state the awaited effect of the last step answers to (set by `supervise`)."""
     _runner: TaskHandle[None] = attrs.field(init=False)
@@ -361,30 +363,25 @@ class _Interpreter:
     async def supervise(self) -> Outcome:
         """Start the runner and watch its calls until the attempt has its outcome."""
         self._state = initial_state(self.config, self.turn)
-        self.runners.start_soon(self._watch_follow_up)
         self._spawn(self._state, TurnStarted())
         alarm = self._alarm
-        try:
-            while self._outcome is None:
+        while self._outcome is None:
+            watched = self._current
+            if isinstance(watched, _Sink) and watched.follow_ups is not None:
+                # A stream before the chain is active: a follow-up ends it (SPEC 5). Its
+                # runner wakes the alarm when it starts and releases such a stream.
+                if await alarm.wait(self.control.wait_for_follow_up(), alarm.armed):
+                    watched.interrupt()
+            else:
                 await alarm.wait(self._runner.wait(), alarm.armed)
-                call = self._current
-                if call is None:
-                    alarm.armed = math.inf
-                elif call.taken or call.deadline <= alarm.now():
-                    await self._take(call)
-                else:
-                    alarm.armed = call.deadline  # progress moved it: sleep on
-        finally:
-            self._watch.cancel()
+            call = self._current
+            if call is None:
+                alarm.armed = math.inf
+            elif call.taken or call.deadline <= alarm.now():
+                await self._take(call)
+            else:
+                alarm.armed = call.deadline  # progress moved it: sleep on
         return self._outcome
-
-    async def _watch_follow_up(self) -> None:
-        """Until the chain is active, a follow-up ends the stream in progress (SPEC 5)."""
-        with self._watch:
-            await self.control.wait_for_follow_up()
-            # The wait may return without a checkpoint after the cancel: check the chain.
-            if not self._chain_active and isinstance(self._current, _Sink):
-                self._current.interrupt()
 
     async def _take(self, call: _Sink | _ToolRun) -> None:
         """Decide the outcome of a killed or overdue call, then continue in a fresh runner."""
@@ -492,6 +489,8 @@ class _Interpreter:
         self.control.register_kill(call)
         self._current = call
         self._alarm.arm(call.deadline)
+        if isinstance(call, _Sink) and call.follow_ups is not None:
+            self._alarm.wake()  # the supervisor now waits for a follow-up too
         if self.control.killed.is_set():  # killed between calls: this one ends at once too
             call()
         try:
@@ -516,6 +515,8 @@ class _Interpreter:
         call.close()
         if isinstance(call, _Sink):  # released once per call, on every path
             self.channel.stream_ended(call.span)
+            if call.follow_ups is not None:
+                self._alarm.wake()  # the supervisor stops waiting for a follow-up
 
     # -- stage 01 --------------------------------------------------------------------------
 
@@ -538,7 +539,10 @@ class _Interpreter:
             verbatim=self.verbatim,
         )
         self.channel.stream_started(span)
-        result = await self._call(sink, sink.watch(self.provider.stream(request, sink)))
+        stream = self.provider.stream(request, sink)
+        if sink.follow_ups is not None:
+            stream = sink.watch(stream)
+        result = await self._call(sink, stream)
         return StreamEnded(result=result, stop=self.control.pending_request())
 
     # -- stage 02 --------------------------------------------------------------------------
@@ -661,7 +665,6 @@ class _Interpreter:
     def _mark_chain(self, effect: fx.MarkToolChainActive) -> None:
         """From now on a follow-up never interrupts a stream: it waits for the turn."""
         self._chain_active = True
-        self._watch.cancel()
         self.control.set_tool_chain_active()
 
     def _count_usage(self, effect: fx.CountToolUsage) -> None:

@@ -196,9 +196,9 @@ class TurnControl(Protocol):
     async def wait_for_follow_up(self) -> None:
         """Return once a follow-up request is pending for the channel (at once if one is).
 
-        The interpreter waits on it while the tool-call chain is not active: a
-        follow-up then ends the stream in progress (SPEC 5). Cancelled when the
-        chain goes active or the attempt ends.
+        The interpreter waits on it while a stream runs before the tool-call
+        chain is active: a follow-up then ends that stream (SPEC 5). Cancelled
+        when the stream ends.
         """
 
     def clear_stop_request(self) -> None:

@@ -23,7 +23,9 @@ REGISTRATION_LOG = 1000
 class MemoryTurnControl:
     """The turn state of one channel, kept in memory."""
 
-    def __init__(self, *, stop_context_queued: bool = False) -> None:
+    def __init__(
+        self, *, stop_context_queued: bool = False, record_registrations: bool = False
+    ) -> None:
         self.request = StopRequest.NONE
         self.stop_context_queued = stop_context_queued
         self.stop_response_queued = False
@@ -32,17 +34,19 @@ class MemoryTurnControl:
         self.tool_usage: list[str] = []
         self.retained: list[str] = []
         self.kill_handles: list[KillHandle] = []
-        self.registrations: collections.deque[tuple[str, str]] = collections.deque(
-            maxlen=REGISTRATION_LOG
+        self.registrations: collections.deque[tuple[str, str]] | None = (
+            collections.deque(maxlen=REGISTRATION_LOG) if record_registrations else None
         )
-        """("register" | "deregister", handle name), in order: for the cleanup invariant.
+        """With `record_registrations`: ("register" | "deregister", handle name), in
+        order, for the cleanup invariant (`specs.invariants.registrations_cleaned_up`).
 
-        Only the last `REGISTRATION_LOG` entries, so a channel's control kept for
-        the bot's lifetime stays small; one attempt makes at most 400.
+        Off by default: a bot's controls need no log. Only the last
+        `REGISTRATION_LOG` entries; one attempt makes at most 400.
         """
         self._killed = anyio.Event()
-        self._follow_up = anyio.Event()
-        # Invariant: self._follow_up.is_set() == (self.request is StopRequest.FOLLOW_UP).
+        self._follow_up: anyio.Event | None = None
+        """Exists only while someone waits for a follow-up; set once one is pending."""
+        self._follow_up_waiters = 0
 
     # -- what the host does ----------------------------------------------------------------
 
@@ -75,10 +79,12 @@ class MemoryTurnControl:
     def _request(self, request: StopRequest) -> None:
         """Hold `request`, signalling a follow-up to whoever waits for one."""
         self.request = request
-        if request is StopRequest.FOLLOW_UP:
-            self._follow_up.set()
-        elif self._follow_up.is_set():
-            self._follow_up = anyio.Event()
+        waiting = self._follow_up
+        if waiting is not None:
+            if request is StopRequest.FOLLOW_UP:
+                waiting.set()
+            elif waiting.is_set():  # a stop replaced the follow-up: waiters wait anew
+                self._follow_up = anyio.Event()
 
     # -- the TurnControl port --------------------------------------------------------------
 
@@ -87,8 +93,16 @@ class MemoryTurnControl:
 
     async def wait_for_follow_up(self) -> None:
         # A waiter woken by a follow-up that a stop then replaced waits again on the new event.
-        while self.request is not StopRequest.FOLLOW_UP:
-            await self._follow_up.wait()
+        self._follow_up_waiters += 1
+        try:
+            while self.request is not StopRequest.FOLLOW_UP:
+                if self._follow_up is None:
+                    self._follow_up = anyio.Event()
+                await self._follow_up.wait()
+        finally:
+            self._follow_up_waiters -= 1
+            if not self._follow_up_waiters:
+                self._follow_up = None  # held by a waiting turn only, not by an idle channel
 
     def clear_stop_request(self) -> None:
         self._request(StopRequest.NONE)
@@ -113,11 +127,13 @@ class MemoryTurnControl:
 
     def register_kill(self, handle: KillHandle) -> None:
         self.kill_handles.append(handle)
-        self.registrations.append(("register", f"kill:{id(handle)}"))
+        if self.registrations is not None:
+            self.registrations.append(("register", f"kill:{id(handle)}"))
 
     def deregister_kill(self, handle: KillHandle) -> None:
         self.kill_handles.remove(handle)
-        self.registrations.append(("deregister", f"kill:{id(handle)}"))
+        if self.registrations is not None:
+            self.registrations.append(("deregister", f"kill:{id(handle)}"))
 
     @property
     def killed(self) -> anyio.Event:

@@ -31,7 +31,7 @@ def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnContr
     """Run `scenario` once; the simulate document, the trace and the final turn control."""
     loaded = parse_config(scenario.env)
     steps: list[TraceStep] = []
-    control = MemoryTurnControl()
+    control = MemoryTurnControl(record_registrations=True)  # for the cleanup invariant
     channel = ScriptedChannel()
     outcome: dict[str, BaseException | None] = {"raised": None}
 

@@ -26,7 +26,6 @@ from anyio.abc import TaskGroup
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.interpreter import _Alarm, _Sink, run_tool_loop
 from toolloop.effects.ports import (
-    KillHandle,
     Notice,
     StreamRequest,
     StreamSink,
@@ -124,21 +123,6 @@ class Channel:
 
     async def delete_messages(self, ids: Sequence[str]) -> None:
         pass
-
-
-class LeanControl(MemoryTurnControl):
-    """The in-memory turn control without its test log of registrations.
-
-    `MemoryTurnControl.registrations` keeps the last 1000 kill-handle
-    registrations (about 2.7 KiB per 10-iteration turn); the memory figure is
-    the interpreter's, so it is measured without that log.
-    """
-
-    def register_kill(self, handle: KillHandle) -> None:
-        self.kill_handles.append(handle)
-
-    def deregister_kill(self, handle: KillHandle) -> None:
-        self.kill_handles.remove(handle)
 
 
 class Gate:
@@ -326,7 +310,7 @@ def memory_added(backend: str, turns: int) -> float:
         before = tracemalloc.get_traced_memory()[0]
         async with anyio.create_task_group() as group:
             for _ in range(turns):
-                group.start_soon(through_interpreter, 10, provider, LeanControl())
+                group.start_soon(through_interpreter, 10, provider, MemoryTurnControl())
             await gate.all_waiting.wait()
             held = tracemalloc.get_traced_memory()[0] - before
             gate.opened.set()

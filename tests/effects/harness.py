@@ -158,7 +158,9 @@ class Host:
     provider: ScriptProvider
     registry: ToolRegistry = attrs.field(factory=ToolRegistry)
     channel: RecordingChannel = attrs.field(factory=OrderedChannel)
-    control: MemoryTurnControl = attrs.field(factory=MemoryTurnControl)
+    control: MemoryTurnControl = attrs.field(
+        factory=lambda: MemoryTurnControl(record_registrations=True)
+    )
     config: LoopConfig = attrs.field(factory=LoopConfig)
     turn: TurnSettings = attrs.field(factory=TurnSettings)
     stash: ContextStash | None = None
@@ -196,6 +198,7 @@ class Host:
 
 def registrations(control: MemoryTurnControl) -> list[Registration]:
     """The turn control's registration log as the invariant's records."""
+    assert control.registrations is not None, "made without record_registrations=True"
     records = []
     for number, (action, handle) in enumerate(control.registrations):
         assert action in ("register", "deregister"), f"entry {number}: unknown action {action!r}"

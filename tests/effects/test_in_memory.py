@@ -26,7 +26,7 @@ class TestMemoryTurnControl:
 
     def test_a_deregistered_handle_is_not_fired(self) -> None:
         """After deregistration a kill leaves the handle alone; the log shows both moves."""
-        control, fired = MemoryTurnControl(), list[str]()
+        control, fired = MemoryTurnControl(record_registrations=True), list[str]()
 
         def handle() -> None:
             fired.append("call")

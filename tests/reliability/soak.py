@@ -121,7 +121,7 @@ class Soak:
     async def run(self, turns: int, sample_every: int) -> None:
         rng = random.Random(self.seed)
         registry = soak_registry()
-        controls = [MemoryTurnControl() for _ in range(CHANNELS)]
+        controls = [MemoryTurnControl(record_registrations=True) for _ in range(CHANNELS)]
         own_tasks = len(anyio.get_running_tasks())
         for number in range(1, turns + 1):
             control = controls[number % CHANNELS]

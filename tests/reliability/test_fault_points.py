@@ -255,7 +255,7 @@ class Run:
 
 async def run_turn(model: OpenAICompatProvider, turn: str, fault: Fault | None = None) -> Run:
     """Run `turn` with `fault` in place; `result` stays None when the host's scope cancelled it."""
-    control = MemoryTurnControl()
+    control = MemoryTurnControl(record_registrations=True)
     points = Points(control=control, host=anyio.CancelScope(), fault=fault)
     run = Run(points=points, channel=PointedChannel(points=points))
 

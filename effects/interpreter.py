@@ -353,6 +353,11 @@ class _Interpreter:
     """The call in progress, until its runner or the supervisor releases it."""
     _chain_active: bool = attrs.field(init=False, default=False)
     """A `function_call` stream arrived this attempt: follow-ups no longer interrupt."""
+    _killed: anyio.Event = attrs.field(init=False)
+    """The turn's kill signal, read once: the attempt belongs to one turn."""
+    _stream_timeout: float = attrs.field(init=False)
+    _tool_timeout: float = attrs.field(init=False)
+    """The two call timeouts in seconds."""
     _state: IterationState = attrs.field(init=False)
     """The state the awaited effect of the last step answers to (set by `supervise`)."""
     _runner: TaskHandle[None] = attrs.field(init=False)
@@ -362,6 +367,9 @@ class _Interpreter:
 
     async def supervise(self) -> Outcome:
         """Start the runner and watch its calls until the attempt has its outcome."""
+        self._killed = self.control.killed
+        self._stream_timeout = self.config.stream_sdk_call_timeout_ms / 1000
+        self._tool_timeout = self.config.tool_execution_timeout_ms / 1000
         self._state = initial_state(self.config, self.turn)
         self._spawn(self._state, TurnStarted())
         alarm = self._alarm
@@ -428,7 +436,9 @@ class _Interpreter:
         name = call.effect.call.name
         if call.killed:
             return _failure(f"Tool {name} was killed")
-        return _failure(f"Tool {name} timed out after {_seconds(self._tool_timeout_ms)} s")
+        return _failure(
+            f"Tool {name} timed out after {_seconds(self.config.tool_execution_timeout_ms)} s"
+        )
 
     # -- the runner ------------------------------------------------------------------------
 
@@ -491,7 +501,7 @@ class _Interpreter:
         self._alarm.arm(call.deadline)
         if isinstance(call, _Sink) and call.follow_ups is not None:
             self._alarm.wake()  # the supervisor now waits for a follow-up too
-        if self.control.killed.is_set():  # killed between calls: this one ends at once too
+        if self._killed.is_set():  # killed between calls: this one ends at once too
             call()
         try:
             value = await work
@@ -521,7 +531,6 @@ class _Interpreter:
     # -- stage 01 --------------------------------------------------------------------------
 
     async def _stream_once(self, effect: fx.StreamOnce) -> StreamEnded:
-        timeout = self.config.stream_sdk_call_timeout_ms / 1000
         span = StreamSpan(
             attempt=self.attempt,
             iteration=effect.iteration,
@@ -529,8 +538,11 @@ class _Interpreter:
             suppressed=effect.suppress_text_output,
         )
         follow_ups = None if self._chain_active else self.control
-        sink = _Sink(effect, self._runner, self._alarm, self.channel, span, timeout, follow_ups)
-        sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
+        sink = _Sink(
+            effect, self._runner, self._alarm, self.channel, span, self._stream_timeout, follow_ups
+        )
+        if follow_ups is not None:
+            sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
         request = StreamRequest(
             turn=self.turn,
             once=effect,
@@ -549,10 +561,9 @@ class _Interpreter:
 
     async def _dispatch(self, effect: fx.DispatchTool) -> ToolSettled:
         context = effect.context
-        timeout = self._tool_timeout_ms / 1000
-        call = _ToolRun(effect, self._runner, self._alarm, timeout)
+        call = _ToolRun(effect, self._runner, self._alarm, self._tool_timeout)
         invocation = ToolInvocation(
-            killed=self.control.killed,
+            killed=self._killed,
             notify=self._progress_notice(context, call),
             streaming=self._streaming_context(),
         )
@@ -569,10 +580,6 @@ class _Interpreter:
             pre_tool_text=state.pending.stream.accumulated_text,
             text_suppressed=state.suppress_text_output,
         )
-
-    @property
-    def _tool_timeout_ms(self) -> int:
-        return self.config.tool_execution_timeout_ms
 
     def _tool_settled(self, call: _ToolRun, result: ToolResult) -> ToolSettled:
         name, descriptor = call.effect.call.name, self.provider.descriptor

@@ -355,7 +355,9 @@ class TestKill:
 
         kept: list[KillHandle] = []
         provider = ScriptProvider(calling("search"), completed())
-        host = with_tool(Host(provider=provider, control=KeepingControl()), search)
+        host = with_tool(
+            Host(provider=provider, control=KeepingControl(record_registrations=True)), search
+        )
 
         async def main() -> GenerationTurnResult:
             with anyio.fail_after(60):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolloop.states.errors import ToolloopError
@@ -36,6 +36,7 @@ MAX_JSON_CHARS = 16 * 1024 * 1024
 MAX_JSON_DEPTH = 100
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ARRAYS = (list, tuple)
 
 
 class JsonInputError(ToolloopError, ValueError):
@@ -95,6 +96,40 @@ def check_json(value: Any, *, where: str) -> None:
     and the path of the first offending value (never the value itself, which
     may be a secret).
     """
+    if not _is_json(value):
+        _find_problem(value, where)
+
+
+def _is_json(value: Any) -> bool:
+    """Whether `check_json` passes `value`: its walk without the paths only a refusal needs."""
+    # Each entry: values, and the depth they are at.
+    stack: list[tuple[Iterable[Any], int]] = [((value,), 0)]
+    while stack:
+        values, depth = stack.pop()
+        for item in values:  # the kinds in the order of how often they come
+            if isinstance(item, str):
+                if not item.isascii() and _SURROGATE.search(item):
+                    return False
+            elif item is None or isinstance(item, int):  # bool is an int
+                continue
+            elif isinstance(item, dict):
+                if depth >= MAX_JSON_DEPTH:
+                    return False
+                for key in item:
+                    if not isinstance(key, str) or (not key.isascii() and _SURROGATE.search(key)):
+                        return False
+                stack.append((item.values(), depth + 1))
+            elif isinstance(item, _ARRAYS):
+                if depth >= MAX_JSON_DEPTH:
+                    return False
+                stack.append((item, depth + 1))
+            elif not isinstance(item, float) or not math.isfinite(item):
+                return False
+    return True
+
+
+def _find_problem(value: Any, where: str) -> None:
+    """Raise `JsonInputError` for the first value `check_json` refuses, with its path."""
     # Each entry: (value, depth, trail); a trail is (parent trail, key), made
     # into a path only when something is wrong.
     stack: list[tuple[Any, int, Any]] = [(value, 0, None)]

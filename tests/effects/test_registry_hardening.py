@@ -333,6 +333,19 @@ class TestArgumentsAndResultsAreJson:
         kept = {REDACTED: f"nests deeper than {MAX_JSON_DEPTH} levels"}
         assert registry.recent()[-1].args == kept
 
+    async def test_a_gate_refuses_arguments_that_are_not_json_before_they_are_named(
+        self,
+    ) -> None:
+        """A closed gate is reported over arguments that are not JSON; the ring keeps only why."""
+        registry = ToolRegistry()
+        registry.register(_noop, name="t", available=lambda ctx: False)
+        result = await execute(registry, "t", {"token": {SECRET}})
+        assert result.error == (
+            'tool "t" is not available for the current turn, do not retry it this turn'
+        )
+        kept = {REDACTED: "$.token is a set, which is not a JSON value"}
+        assert registry.recent()[-1].args == kept
+
     @pytest.mark.parametrize(
         ("returned", "problem"),
         [

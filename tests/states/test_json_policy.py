@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolloop.states import json_policy
 from toolloop.states.json_policy import (
     MAX_JSON_CHARS,
     MAX_JSON_DEPTH,
@@ -130,3 +131,45 @@ def test_property_any_text_loads_or_raises_json_input_error(text: str) -> None:
 def test_property_json_data_round_trips(value: Any) -> None:
     """Every JSON value within the bounds loads back equal to itself."""
     assert loads(json.dumps(value), where="w") == value
+
+
+LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()  # NaN and the infinities among them
+    | st.text(max_size=5)
+    | st.sampled_from(["\ud800", "é\udfff", b"x", {1}, object()])
+)
+KEYS = st.text(max_size=3) | st.sampled_from(["\udc00", 1, None, ("k",)])
+
+
+def chain(value: Any, depth: int) -> Any:
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.recursive(
+        LEAVES,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.lists(inner, max_size=3).map(tuple)
+            | st.dictionaries(KEYS, inner, max_size=3)
+            | st.tuples(inner, st.integers(MAX_JSON_DEPTH - 3, MAX_JSON_DEPTH + 1)).map(
+                lambda pair: chain(*pair)
+            )
+        ),
+        max_leaves=10,
+    )
+)
+def test_property_the_fast_walk_passes_exactly_what_the_walk_with_paths_passes(value: Any) -> None:
+    """`check_json`'s walk without paths accepts a value exactly when the walk naming paths does."""
+    try:
+        json_policy._find_problem(value, "w")
+    except JsonInputError:
+        assert not json_policy._is_json(value)
+    else:
+        assert json_policy._is_json(value)

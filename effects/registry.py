@@ -392,6 +392,8 @@ def _checked(name: str, result: ToolResult) -> ToolResult:
         error = error and _shorten(error, MAX_RESULT_CHARS)
         message = message and _shorten(message, MAX_RESULT_CHARS)
         result = attrs.evolve(result, error=error, message=message)
+    if data is None:
+        return result
     text = _to_json(data)
     if len(text) <= MAX_RESULT_CHARS:
         return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -93,6 +94,11 @@ def test_lone_surrogates_are_refused(text: str, problem: str) -> None:
         ({"a": [1, float("inf")]}, "$.a[1] is inf, which JSON cannot carry"),
         ({1: SECRET}, "$ has a key that is not a string"),
         ({"k" * 100: {"b": b"x"}}, f"$.{'k' * 40}….b is a bytes, which is not a JSON value"),
+        (
+            {"a": [-(10**5000)]},
+            f"$.a[0] is an integer of more than {sys.get_int_max_str_digits()} digits, "
+            "which Python cannot write",
+        ),
     ],
 )
 def test_check_json_names_the_path_never_the_value(value: Any, problem: str) -> None:
@@ -140,6 +146,7 @@ LEAVES = (
     | st.floats()  # NaN and the infinities among them
     | st.text(max_size=5)
     | st.sampled_from(["\ud800", "é\udfff", b"x", {1}, object()])
+    | st.sampled_from([2001, 20_000]).map(lambda bits: -(2**bits))  # written as text, and not
 )
 KEYS = st.text(max_size=3) | st.sampled_from(["\udc00", 1, None, ("k",)])
 

@@ -151,14 +151,6 @@ class RegisteredTool:
 _Kept: TypeAlias = tuple[str, JsonObject | None, bool, bool, str | None, float]
 
 
-@attrs.define
-class _Running:
-    """Mutable record of one `execute` call, kept in the ring at its end."""
-
-    ran: bool = False
-    result: ToolResult | None = None
-
-
 class ToolRegistry:
     """The tools of a bot, run through the gates and the schema of SPEC 6 step 6."""
 
@@ -253,15 +245,7 @@ class ToolRegistry:
         """`args` with every `writeOnly` parameter of the tool's schema replaced by `[redacted]`."""
         if args is None:
             return None
-        try:
-            check_json(args, where="arguments")
-        except JsonInputError as error:  # too deep to walk, or not JSON: nothing of it is shown
-            return {REDACTED: error.problem}
-        registered = self._tools.get(tool)
-        if registered is None or not registered.has_secrets:
-            return args
-        redacted: JsonObject = _redact(args, registered.spec.parameters)
-        return redacted
+        return _shown(self._tools.get(tool), args, _not_json(args))
 
     def recent(self) -> tuple[ToolExecution, ...]:
         """The last `RING_SIZE` (1000) calls handled, oldest first."""
@@ -273,61 +257,74 @@ class ToolRegistry:
     async def execute(
         self, call: FunctionCall, context: ToolContext, invocation: ToolInvocation
     ) -> ToolResult:
-        """Refuse or run one call; a tool's failure is a result, cancellation propagates."""
+        """Refuse or run one call; a tool's failure is a result, cancellation propagates.
+
+        The arguments are checked as JSON once, for the schema gate and the ring alike.
+        """
         now = loop_clock()
         started = now()
-        running = _Running()
-        try:
-            running.result = await self._execute(call, context, invocation, running)
-            return running.result
-        finally:
-            self._record(call, running, now() - started)
-
-    async def _execute(
-        self,
-        call: FunctionCall,
-        context: ToolContext,
-        invocation: ToolInvocation,
-        running: _Running,
-    ) -> ToolResult:
         tool = self._tools.get(call.name)
-        if tool is None:
-            return _failure(self._unknown(call.name))
         args = {} if call.args is None else call.args
-        refusal = _refusal(tool, context, args, context.provider)
-        if refusal is not None:
-            return _failure(refusal)
-        running.ran = True
-        return await _run(
-            tool, args, ToolCall(name=call.name, context=context, invocation=invocation)
-        )
+        not_json = _not_json(args)
+        ran, result = False, None
+        try:
+            if tool is None:
+                result = _failure(self._unknown(call.name))
+            elif (refusal := _refusal(tool, context, args, not_json)) is not None:
+                result = _failure(refusal)
+            else:
+                ran = True
+                tool_call = ToolCall(name=call.name, context=context, invocation=invocation)
+                result = await _run(tool, args, tool_call)
+            return result
+        finally:
+            shown = None if call.args is None else _shown(tool, args, not_json)
+            self._recent.append(
+                (
+                    call.name,
+                    _kept(shown),
+                    ran,
+                    result is not None and result.success,
+                    "cancelled" if result is None else result.error,
+                    now() - started,
+                )
+            )
 
     def _unknown(self, name: str) -> str:
         known = ", ".join(self._tools) or "none"
         shown = name if len(name) <= 64 else f"{name[:64]}…"  # 64: the longest valid name
         return f'unknown tool "{shown}"; the available tools are: {known}'
 
-    def _record(self, call: FunctionCall, running: _Running, duration: float) -> None:
-        result = running.result
-        self._recent.append(
-            (
-                call.name,
-                _kept(self.redact(call.name, call.args)),
-                running.ran,
-                result is not None and result.success,
-                "cancelled" if result is None else result.error,
-                duration,
-            )
-        )
+
+def _not_json(args: JsonObject) -> str | None:
+    """What makes `args` not JSON (`json_policy.check_json`), or None when they are."""
+    try:
+        check_json(args, where="arguments")
+    except JsonInputError as error:
+        return error.problem
+    return None
+
+
+def _shown(tool: RegisteredTool | None, args: JsonObject, not_json: str | None) -> JsonObject:
+    """`args` as logs and the ring show them: secrets redacted; not JSON, only why it is not."""
+    if not_json is not None:  # too deep to walk, or not JSON: nothing of it is shown
+        return {REDACTED: not_json}
+    if tool is None or not tool.has_secrets:
+        return args
+    redacted: JsonObject = _redact(args, tool.spec.parameters)
+    return redacted
 
 
 def _refusal(
-    tool: RegisteredTool, context: ToolContext, args: JsonObject, provider: ProviderDescriptor
+    tool: RegisteredTool, context: ToolContext, args: JsonObject, not_json: str | None
 ) -> str | None:
-    """Why a gate or the schema refuses the call, in the order SPEC 6 step 6 gives."""
+    """Why a gate or the schema refuses the call, in the order SPEC 6 step 6 gives.
+
+    `not_json` is what `_not_json` found wrong with `args`.
+    """
     name = tool.spec.name
     try:
-        supported = tool.supports(provider)
+        supported = tool.supports(context.provider)
         available = name not in context.unavailable_for_turn and tool.available(context)
     except Exception as error:  # the bot's own gate failed: the call cannot be allowed
         return f'tool "{name}" cannot be checked: its gate raised {type(error).__name__}'
@@ -335,13 +332,12 @@ def _refusal(
         return f'tool "{name}" is not available for provider {context.provider_name}'
     if not available:
         return f'tool "{name}" is not available for the current turn, do not retry it this turn'
+    if not_json is not None:
+        return f'invalid arguments for tool "{name}": {not_json}'
     try:
-        check_json(args, where="arguments")
         if tool.accepts(args):
             return None
         broken = list(dict.fromkeys(problems(tool.validator, args)))
-    except JsonInputError as error:
-        broken = [error.problem]
     except Exception as error:  # a schema fault jsonschema only finds on use (a `$ref` cycle)
         return (
             f'tool "{name}" cannot check its arguments: its schema fails ({type(error).__name__})'
@@ -396,6 +392,8 @@ def _checked(name: str, result: ToolResult) -> ToolResult:
         error = error and _shorten(error, MAX_RESULT_CHARS)
         message = message and _shorten(message, MAX_RESULT_CHARS)
         result = attrs.evolve(result, error=error, message=message)
+    if data is None:
+        return result
     text = _to_json(data)
     if len(text) <= MAX_RESULT_CHARS:
         return result

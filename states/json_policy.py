@@ -4,11 +4,12 @@ Provider streams, tool arguments and results, scenario files and trace lines
 all pass through here, so each has the same bounds: at most `MAX_JSON_CHARS`
 characters, at most `MAX_JSON_DEPTH` levels of nesting, no `NaN` or
 `Infinity` (they are not JSON, and a model must never see them echoed back),
-only JSON's own types, and strings that are Unicode text (no lone surrogate
+only JSON's own types, strings that are Unicode text (no lone surrogate
 from a `\ud800` escape, which no UTF-8 writer, terminal or HTTP client can
-encode). A value within these bounds can be walked,
-redacted, structured and dumped again without a `RecursionError`, which is
-why the depth bound is far below Python's recursion limit.
+encode) and integers Python can write as text (`sys.get_int_max_str_digits`).
+A value within these bounds can be walked, redacted, structured and dumped
+again without an error, which is why the depth bound is far below Python's
+recursion limit.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolloop.states.errors import ToolloopError
@@ -36,6 +38,9 @@ MAX_JSON_CHARS = 16 * 1024 * 1024
 MAX_JSON_DEPTH = 100
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ARRAYS = (list, tuple)
+#: Bits of an integer Python writes as text under any digit limit (640 digits at the least).
+_SHORT_INT_BITS = 2000
 
 
 class JsonInputError(ToolloopError, ValueError):
@@ -90,11 +95,67 @@ def loads(
 def check_json(value: Any, *, where: str) -> None:
     """Check that `value` is JSON data within the depth bound, without recursing.
 
-    JSON data is `dict` with `str` keys, `list` (or `tuple`), `str`, `int`,
-    finite `float`, `bool` and `None`. Raises `JsonInputError` naming `where`
-    and the path of the first offending value (never the value itself, which
-    may be a secret).
+    JSON data is `dict` with `str` keys, `list` (or `tuple`), `str`, `int`
+    (that Python can write as text), finite `float`, `bool` and `None`.
+    Raises `JsonInputError` naming `where` and the path of the first
+    offending value (never the value itself, which may be a secret).
     """
+    if not _is_json(value):
+        _find_problem(value, where)
+
+
+def _is_json(value: Any) -> bool:
+    """Whether `check_json` passes `value`: its walk without the paths only a refusal needs."""
+    # Each entry: values, and the depth they are at.
+    stack: list[tuple[Iterable[Any], int]]
+    if isinstance(value, dict):  # the usual root: its keys here, its values below
+        if not _text_keys(value):
+            return False
+        stack = [(value.values(), 1)]
+    else:
+        stack = [((value,), 0)]
+    while stack:
+        values, depth = stack.pop()
+        for item in values:  # the kinds in the order of how often they come
+            if isinstance(item, str):
+                if not item.isascii() and _SURROGATE.search(item):
+                    return False
+            elif item is None:
+                continue
+            elif isinstance(item, int):  # bool is an int
+                if item.bit_length() > _SHORT_INT_BITS and not _writable(item):
+                    return False
+            elif isinstance(item, dict):
+                if depth >= MAX_JSON_DEPTH or not _text_keys(item):
+                    return False
+                stack.append((item.values(), depth + 1))
+            elif isinstance(item, _ARRAYS):
+                if depth >= MAX_JSON_DEPTH:
+                    return False
+                stack.append((item, depth + 1))
+            elif not isinstance(item, float) or not math.isfinite(item):
+                return False
+    return True
+
+
+def _writable(number: int) -> bool:
+    """Whether Python writes `number` as text: not beyond `sys.get_int_max_str_digits()`."""
+    try:
+        int.__repr__(number)
+    except ValueError:
+        return False
+    return True
+
+
+def _text_keys(item: dict[Any, Any]) -> bool:
+    for key in item:
+        if not isinstance(key, str) or (not key.isascii() and _SURROGATE.search(key)):
+            return False
+    return True
+
+
+def _find_problem(value: Any, where: str) -> None:
+    """Raise `JsonInputError` for the first value `check_json` refuses, with its path."""
     # Each entry: (value, depth, trail); a trail is (parent trail, key), made
     # into a path only when something is wrong.
     stack: list[tuple[Any, int, Any]] = [(value, 0, None)]
@@ -119,6 +180,11 @@ def check_json(value: Any, *, where: str) -> None:
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise JsonInputError(where, f"{_path(trail)} is {item}, which JSON cannot carry")
+        elif isinstance(item, int):
+            if not _writable(item):
+                digits = sys.get_int_max_str_digits()
+                problem = f"is an integer of more than {digits} digits, which Python cannot write"
+                raise JsonInputError(where, f"{_path(trail)} {problem}")
         elif not (item is None or isinstance(item, str | int)):  # bool is an int
             kind = type(item).__name__
             raise JsonInputError(where, f"{_path(trail)} is a {kind}, which is not a JSON value")

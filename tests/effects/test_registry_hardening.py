@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import anyio
@@ -26,6 +27,7 @@ from toolloop.states.json_policy import MAX_JSON_DEPTH
 pytestmark = pytest.mark.anyio
 
 SECRET = "hunter2-CANARY-7f3a"
+DIGITS = sys.get_int_max_str_digits()
 LOGIN: JsonObject = {
     "type": "object",
     "properties": {
@@ -333,6 +335,28 @@ class TestArgumentsAndResultsAreJson:
         kept = {REDACTED: f"nests deeper than {MAX_JSON_DEPTH} levels"}
         assert registry.recent()[-1].args == kept
 
+    async def test_an_integer_python_cannot_write_is_refused_by_name(self) -> None:
+        """Arguments with an integer too long to write as text fail by path; the ring keeps why."""
+        registry = ToolRegistry()
+        registry.register(_noop, name="t")
+        result = await execute(registry, "t", {"n": 2**20_000})
+        problem = f"$.n is an integer of more than {DIGITS} digits, which Python cannot write"
+        assert result.error == f'invalid arguments for tool "t": {problem}'
+        assert registry.recent()[-1].args == {REDACTED: problem}
+
+    async def test_a_gate_refuses_arguments_that_are_not_json_before_they_are_named(
+        self,
+    ) -> None:
+        """A closed gate is reported over arguments that are not JSON; the ring keeps only why."""
+        registry = ToolRegistry()
+        registry.register(_noop, name="t", available=lambda ctx: False)
+        result = await execute(registry, "t", {"token": {SECRET}})
+        assert result.error == (
+            'tool "t" is not available for the current turn, do not retry it this turn'
+        )
+        kept = {REDACTED: "$.token is a set, which is not a JSON value"}
+        assert registry.recent()[-1].args == kept
+
     @pytest.mark.parametrize(
         ("returned", "problem"),
         [
@@ -344,6 +368,11 @@ class TestArgumentsAndResultsAreJson:
             (
                 ToolResult(success=True, image_metadata={"at": object()}),
                 "image_metadata that is not JSON: $.at is a object, which is not a JSON value",
+            ),
+            (
+                {"n": 2**20_000},
+                f"data that is not JSON: $.n is an integer of more than {DIGITS} digits, "
+                "which Python cannot write",
             ),
         ],
     )

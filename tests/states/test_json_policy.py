@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolloop.states import json_policy
 from toolloop.states.json_policy import (
     MAX_JSON_CHARS,
     MAX_JSON_DEPTH,
@@ -92,6 +94,11 @@ def test_lone_surrogates_are_refused(text: str, problem: str) -> None:
         ({"a": [1, float("inf")]}, "$.a[1] is inf, which JSON cannot carry"),
         ({1: SECRET}, "$ has a key that is not a string"),
         ({"k" * 100: {"b": b"x"}}, f"$.{'k' * 40}….b is a bytes, which is not a JSON value"),
+        (
+            {"a": [-(10**5000)]},
+            f"$.a[0] is an integer of more than {sys.get_int_max_str_digits()} digits, "
+            "which Python cannot write",
+        ),
     ],
 )
 def test_check_json_names_the_path_never_the_value(value: Any, problem: str) -> None:
@@ -130,3 +137,46 @@ def test_property_any_text_loads_or_raises_json_input_error(text: str) -> None:
 def test_property_json_data_round_trips(value: Any) -> None:
     """Every JSON value within the bounds loads back equal to itself."""
     assert loads(json.dumps(value), where="w") == value
+
+
+LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()  # NaN and the infinities among them
+    | st.text(max_size=5)
+    | st.sampled_from(["\ud800", "é\udfff", b"x", {1}, object()])
+    | st.sampled_from([2001, 20_000]).map(lambda bits: -(2**bits))  # written as text, and not
+)
+KEYS = st.text(max_size=3) | st.sampled_from(["\udc00", 1, None, ("k",)])
+
+
+def chain(value: Any, depth: int) -> Any:
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.recursive(
+        LEAVES,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.lists(inner, max_size=3).map(tuple)
+            | st.dictionaries(KEYS, inner, max_size=3)
+            | st.tuples(inner, st.integers(MAX_JSON_DEPTH - 3, MAX_JSON_DEPTH + 1)).map(
+                lambda pair: chain(*pair)
+            )
+        ),
+        max_leaves=10,
+    )
+)
+def test_property_the_fast_walk_passes_exactly_what_the_walk_with_paths_passes(value: Any) -> None:
+    """`check_json`'s walk without paths accepts a value exactly when the walk naming paths does."""
+    try:
+        json_policy._find_problem(value, "w")
+    except JsonInputError:
+        assert not json_policy._is_json(value)
+    else:
+        assert json_policy._is_json(value)

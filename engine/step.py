@@ -7,14 +7,15 @@ next state and moves to the row's destination. A pair without rows raises
 `InvalidEvent` and leaves the state as it was.
 
 Each (phase, event type)'s rows are compiled on import into one function that
-does exactly that, spelled out as a chain of `if`s (`SOURCES` holds its text,
-one comment per row naming its move and SPEC rule); the conformance tests run
-the same rows through `transitions` and check that both pick the same move.
+does exactly that, spelled out as a chain of `if`s, one comment per row naming
+its move and SPEC rule (a traceback shows these lines); the conformance tests
+run the same rows through `transitions` and check that both pick the same move.
 
 `step` is pure: it does no I/O, reads no clock and does not execute its
 effects (it is to the interpreter what XState's `transition()` is to a service).
 """
 
+import linecache
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -64,12 +65,12 @@ def step(state: IterationState, event: Event) -> Step:
 def compile_rows(rows: Sequence[Row]) -> tuple[Transition, str]:
     """The rows of one (phase, event type) as one function, and its source.
 
-    The function does what reading the rows says, spelled out: build the
-    context, test each row's guards in order, run the first matching row's
-    actions on a draft, move to its destination. Consecutive rows whose `when`
-    starts with the same guard test it once, in one `if` around them (guards are
-    pure, so this selects the same row). Compiled once on import, it spares
-    every event an interpreter's loops over rows, guards and actions.
+    The function does what reading the rows says, spelled out as a chain of
+    `if`s, one per row in order, commented with the row's move and SPEC rule:
+    build the context, test each row's guards, run the first matching row's
+    actions on a draft, move to its destination. Compiled once on import, it
+    spares every event an interpreter's loops over rows, guards and actions; its
+    source is registered with `linecache`, so tracebacks and debuggers show it.
     """
     event = rows[0].event
     names: dict[str, object] = {
@@ -77,53 +78,30 @@ def compile_rows(rows: Sequence[Row]) -> tuple[Transition, str]:
         "Draft": Draft,
         "Step": Step,
     }
-    numbered = [(number, row, row.when) for number, row in enumerate(rows)]
     lines = ["def transition(state, event):", "    ctx = Context(state, event)"]
-    lines += _select(numbered, names, "    ")
+    for number, row in enumerate(rows):
+        lines += _row(number, row, names)
     lines.append(
         "    raise AssertionError(f'no row of the table takes {event!r} in {state.phase}')"
     )
     source = "\n".join(lines) + "\n"
-    exec(compile(source, f"<table {rows[0].source.value} {event.__name__}>", "exec"), names)
+    filename = f"<table {rows[0].source.value} {event.__name__}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), names)
     transition: Transition = names["transition"]  # type: ignore[assignment]
     return transition, source
 
 
-Numbered = list[tuple[int, Row, tuple[Guard, ...]]]
-"""Rows with their number and the `when` guards not yet tested by an enclosing `if`."""
-
-
-def _select(rows: Numbered, names: dict[str, object], indent: str) -> list[str]:
-    lines: list[str] = []
-    index = 0
-    while index < len(rows):
-        _, _, when = rows[index]
-        end = index + 1
-        while when and end < len(rows) and rows[end][2][:1] == when[:1]:
-            end += 1
-        if end - index > 1:
-            lines.append(f"{indent}if {_name(names, when[0])}(ctx):")
-            inner = [(number, row, rest[1:]) for number, row, rest in rows[index:end]]
-            lines += _select(inner, names, indent + "    ")
-        else:
-            lines += _row(*rows[index], names, indent)
-        index = end
-    return lines
-
-
-def _row(
-    number: int, row: Row, when: tuple[Guard, ...], names: dict[str, object], indent: str
-) -> list[str]:
-    tests = [_test(names, guard) for guard in when]
+def _row(number: int, row: Row, names: dict[str, object]) -> list[str]:
+    tests = [_test(names, guard) for guard in row.when]
     tests += [f"not {_test(names, guard)}" for guard in row.unless]
     names[f"dest_{number}"], names[f"move_{number}"] = row.dest, row.move
-    body = indent + "    "
     return [
-        f"{indent}if {' and '.join(tests) or 'True'}:  # {row.move} (SPEC {row.rule})",
-        f"{body}draft, effects = Draft(state), []",
-        *(f"{body}{_name(names, action)}(ctx, draft, effects)" for action in row.actions),
-        f"{body}draft.phase = dest_{number}",
-        f"{body}return Step(state=draft.commit(), effects=tuple(effects), move=move_{number})",
+        f"    if {' and '.join(tests) or 'True'}:  # {row.move} (SPEC {row.rule})",
+        "        draft, effects = Draft(state), []",
+        *(f"        {_name(names, action)}(ctx, draft, effects)" for action in row.actions),
+        f"        draft.phase = dest_{number}",
+        f"        return Step(state=draft.commit(), effects=tuple(effects), move=move_{number})",
     ]
 
 
@@ -141,15 +119,10 @@ def _name(names: dict[str, object], function: Callable[..., object]) -> str:
     return name
 
 
-_COMPILED = {
-    (event, phase): compile_rows(rows) for event, pairs in ROWS.items() for phase, rows in pairs
-}
 _TRANSITIONS = {
-    event: tuple((phase, _COMPILED[(event, phase)][0]) for phase, _ in pairs)
+    event: tuple((phase, compile_rows(rows)[0]) for phase, rows in pairs)
     for event, pairs in ROWS.items()
 }
-SOURCES = {key: source for key, (_, source) in _COMPILED.items()}
-"""(event type, phase) -> the generated source of its transition, to read when debugging."""
 
 
 def initial_state(config: LoopConfig, turn: TurnSettings) -> IterationState:

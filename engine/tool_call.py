@@ -45,6 +45,10 @@ def renamed(call: FunctionCall, name: str) -> FunctionCall:
     return call if call.name == name else attrs.evolve(call, name=name)
 
 
+_MEMORY_UPDATED = frozenset({SHORT_TERM_MEMORY_TOOL})
+_ALL_AVAILABLE: frozenset[str] = frozenset()
+
+
 def tool_context(
     turn: TurnSettings, iteration: int, memory_updated: bool, items: tuple[ContextItem, ...]
 ) -> ToolContext:
@@ -60,9 +64,7 @@ def tool_context(
         iteration=iteration,
         suppress_progress_notices=not turn.surface_user_errors,
         show_kill_hint=iteration >= SOFT_WARN_ITERATION_THRESHOLD,
-        unavailable_for_turn=(
-            frozenset({SHORT_TERM_MEMORY_TOOL}) if memory_updated else frozenset()
-        ),
+        unavailable_for_turn=_MEMORY_UPDATED if memory_updated else _ALL_AVAILABLE,
         context_items=items,
     )
 
@@ -134,7 +136,7 @@ def pre_tool_text(restarted: tuple[JsonObject, ...], text: str) -> tuple[JsonObj
     then: their text parts (`{"type": "text", ...}`) come first, in order, then
     this stream's visible text. None when there is neither.
     """
-    parts = [part for part in restarted if part.get("type") == "text"]
+    parts = [part for part in restarted if part.get("type") == "text"] if restarted else []
     if is_visible(text):
         parts.append({"type": "text", "text": text})
     return tuple(parts) if parts else None

@@ -33,6 +33,7 @@ from toolloop.engine.commands import (
     StreamOnce,
     TakeStashedContext,
 )
+from toolloop.engine.construct import constructor
 from toolloop.engine.draft import Draft
 from toolloop.engine.events import StashTaken, StopRequest, StreamEnded, ToolSettled
 from toolloop.engine.guards import Context, Refusal
@@ -59,6 +60,13 @@ Action = Callable[[Context, Draft, list[Effect]], None]
 _FUNCTION_CALL, _COMPLETED = StreamStatus.FUNCTION_CALL, StreamStatus.COMPLETED
 _STOPPED, _FOLLOW_UP, _INFO = StreamStatus.STOPPED_BY_USER, StopRequest.FOLLOW_UP, Level.INFO
 
+# Built on every tool iteration, so without attrs' costly call (see `construct`).
+_new_stream_once = constructor(StreamOnce)
+_new_dispatch_tool = constructor(DispatchTool)
+_new_pending_call = constructor(PendingCall)
+_new_log = constructor(Log)
+_new_count_tool_usage = constructor(CountToolUsage)
+
 # An effect without fields is a value: one instance of each serves every step.
 _RESET_FOLLOW_UPS = ResetFollowUpCount()
 _INCREMENT_FOLLOW_UPS = IncrementFollowUpCount()
@@ -83,7 +91,7 @@ def begin_iteration(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
         effects.append(_notice(NoticeKey.STILL_WORKING, Level.WARNING, iteration))
     context = draft.context
     effects.append(
-        StreamOnce(
+        _new_stream_once(
             iteration=iteration,
             function_history=draft.function_history,
             accumulated_model_parts=draft.accumulated_model_parts,
@@ -213,8 +221,8 @@ def dispatch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     context = tool_call.tool_context(
         draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
     )
-    effects.append(DispatchTool(call=tool_call.renamed(call, name), context=context))
-    draft.pending = PendingCall(stream=event.result, name=name)
+    effects.append(_new_dispatch_tool(call=tool_call.renamed(call, name), context=context))
+    draft.pending = _new_pending_call(stream=event.result, name=name)
 
 
 def keep_refusal(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -267,9 +275,9 @@ def report_settled(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     assert isinstance(event, ToolSettled) and name is not None and call is not None
     result, turn, iteration = event.result, draft.turn, draft.iteration
     message = f"Function call completed: {name} ({event.duration_ms} ms)"
-    effects.append(Log(level=_INFO, message=message))
+    effects.append(_new_log(level=_INFO, message=message))
     if result.success and not turn.direct_message:
-        effects.append(CountToolUsage(name=name))
+        effects.append(_new_count_tool_usage(name=name))
     if not result.success:
         reason = tool_call.failure_reason(result)
         effects.append(tool_call.failed_notice(iteration, call, name, reason, result.data))

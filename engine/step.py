@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from toolloop.engine.commands import Effect
+from toolloop.engine.construct import constructor
 from toolloop.engine.draft import Draft
 from toolloop.engine.events import Event
 from toolloop.engine.guards import CONTEXTS, Context, Fact, Guard
@@ -76,7 +77,7 @@ def compile_rows(rows: Sequence[Row]) -> tuple[Transition, str]:
     names: dict[str, object] = {
         "Context": CONTEXTS.get(event, Context),
         "Draft": Draft,
-        "Step": Step,
+        "Step": constructor(Step),  # built on every event: see `construct`
     }
     lines = ["def transition(state, event):", "    ctx = Context(state, event)"]
     for number, row in enumerate(rows):

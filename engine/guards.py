@@ -19,13 +19,7 @@ import enum
 from collections.abc import Callable
 
 from toolloop.engine import restart, tool_call
-from toolloop.engine.events import (
-    Event,
-    StashTaken,
-    StopRequest,
-    StreamEnded,
-    ToolSettled,
-)
+from toolloop.engine.events import Event, StashTaken, StopRequest, StreamEnded, ToolSettled
 from toolloop.engine.policy import is_novelai, is_visible, should_end_after_pre_tool_text
 from toolloop.states import FunctionCall, IterationState, StreamStatus, ToolResult
 
@@ -47,7 +41,7 @@ class Context:
     """One event's facts, computed once when it arrives; the guards and actions read them.
 
     An event with facts of its own gets the subclass of its type (`CONTEXTS`);
-    the boolean facts are named after the guards that read them.
+    its boolean facts are the guards, each under the guard's name.
     """
 
     # Defaults on the class: an event sets only the facts it has.
@@ -74,24 +68,27 @@ class Context:
         self.state, self.event = state, event
 
     def _outcome(self, state: IterationState, failed: bool) -> None:
-        """The facts of a call's outcome, kept in history: a refusal or a settled tool."""
-        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(
-            self.pre_tool_text
-        )
+        """The facts of a call's outcome, kept in history: a refusal or a settled tool.
+
+        A failure's counts are compared with the caps this failure would reach
+        (SPEC 4, history steps 1 and 3).
+        """
+        text = self.pre_tool_text
+        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
         if failed:
             config = state.config
             self.outcome_failed = True
-            cap = config.max_consecutive_tool_errors
-            self.error_cap_reached = state.consecutive_tool_errors + 1 >= cap
+            errors = state.consecutive_tool_errors + 1
+            self.error_cap_reached = errors >= config.max_consecutive_tool_errors
             if novelai:
                 self.novelai_failure_after_text = True
-                threshold = config.nai_tool_failure_retry_threshold
-                failures = state.nai_consecutive_tool_failures
-                self.novelai_retries_exhausted = failures + 1 >= threshold
+                failures = state.nai_consecutive_tool_failures + 1
+                self.novelai_retries_exhausted = failures >= config.nai_tool_failure_retry_threshold
         self.ceiling_reached = _next_reaches_ceiling(state)
 
 
 def _next_reaches_ceiling(state: IterationState) -> bool:
+    """The iteration an outcome or a stash would start is past the last allowed (SPEC 4.4)."""
     return state.iteration + 1 >= state.config.max_function_call_iterations
 
 

@@ -25,6 +25,8 @@ from toolloop.states.errors import ToolloopError
 
 FIELDS = tuple(field.name for field in attrs.fields(IterationState))
 _COUNT = len(FIELDS)
+# Module names: `object.__new__` looks `__new__` up on `object` at each call.
+_new, _set = object.__new__, object.__setattr__
 
 
 class UnknownField(ToolloopError, AttributeError):
@@ -77,12 +79,11 @@ class Draft:
         if len(fields) != _COUNT:
             raise _refused(fields)
         self.__dict__ = {}
-        state: IterationState = object.__new__(IterationState)
-        object.__setattr__(state, "__dict__", fields)
-        return state
+        return _state(fields)
 
 
 def _state(fields: dict[str, Any]) -> IterationState:
-    state: IterationState = object.__new__(IterationState)
-    object.__setattr__(state, "__dict__", fields)
+    """The frozen state holding `fields` as its dict (IterationState's `__init__` would copy)."""
+    state: IterationState = _new(IterationState)
+    _set(state, "__dict__", fields)
     return state

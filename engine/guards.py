@@ -1,27 +1,31 @@
-"""The guards: predicates over one event's `Context` that select the rows of the table.
+"""The guards: the facts of one event's `Context` that select the rows of the table.
 
-`toolloop.engine.table` names these functions as the guards of its rows; the
-rows of one (phase, event type) are tried in order and `step` takes the first
-whose guards hold. Every fact a guard needs (the refusal of a call, the
-outcome of a settled tool, the pre-tool text) is computed once per event, when
-the `Context` is built. A guard that is one such fact is a `Fact`, which the
-compiled table reads as an attribute; the others are functions that compare
-facts with the state (a count against its cap).
+`toolloop.engine.table` names these as the guards of its rows; the rows of one
+(phase, event type) are tried in order and `step` takes the first whose guards
+hold. Every guard is a `Fact`: a boolean the `Context` computes once, when the
+event arrives, from the event and the state it arrives in (the refusal of a
+call, the outcome of a settled tool, a count against its cap); the compiled
+table reads it as an attribute. A fact that does not apply to the event (the
+error cap of a success, the exit policy of a failure) is False, and is not
+computed. Only `under_impersonation`, a setting of the turn that no event
+changes, is a function the table calls.
 
 Guards about an outcome (a failure, the error cap, a NovelAI failure) hold for
 both kinds of outcome: a call that stage 02 refused when the stream ended
-(`StreamEnded`) and a tool that settled (`ToolSettled`). A guard that does not
-apply to the event is False.
+(`StreamEnded`) and a tool that settled (`ToolSettled`).
 """
 
 import enum
 from collections.abc import Callable
-from typing import Any
 
 from toolloop.engine import restart, tool_call
-from toolloop.engine.events import Event, StopRequest, StreamEnded, ToolSettled, TurnStarted
+from toolloop.engine.events import Event, StashTaken, StopRequest, StreamEnded, ToolSettled
 from toolloop.engine.policy import is_novelai, is_visible, should_end_after_pre_tool_text
 from toolloop.states import FunctionCall, IterationState, StreamStatus, ToolResult
+
+# Read on every event, so module names: a member read off its Enum class is a
+# class attribute lookup, several times slower on CPython 3.11.
+_STOP, _FUNCTION_CALL = StopRequest.STOP, StreamStatus.FUNCTION_CALL
 
 
 class Refusal(enum.Enum):
@@ -37,7 +41,7 @@ class Context:
     """One event's facts, computed once when it arrives; the guards and actions read them.
 
     An event with facts of its own gets the subclass of its type (`CONTEXTS`);
-    the boolean facts are named after the guards that read them.
+    its boolean facts are the guards, each under the guard's name.
     """
 
     # Defaults on the class: an event sets only the facts it has.
@@ -57,10 +61,35 @@ class Context:
     stream_completed = stream_failed = stream_empty = stream_stopped = False
     stream_interrupted = call_malformed = stop_requested = call_refused = False
     outcome_failed = tool_succeeded = restart_requested = end_turn_requested = False
-    novelai_failure_after_text = False
+    novelai_failure_after_text = error_cap_reached = novelai_retries_exhausted = False
+    has_stash_key = exit_policy_ends = ceiling_reached = False
 
     def __init__(self, state: IterationState, event: Event) -> None:
         self.state, self.event = state, event
+
+    def _outcome(self, state: IterationState, failed: bool) -> None:
+        """The facts of a call's outcome, kept in history: a refusal or a settled tool.
+
+        A failure's counts are compared with the caps this failure would reach
+        (SPEC 4, history steps 1 and 3).
+        """
+        text = self.pre_tool_text
+        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
+        if failed:
+            config = state.config
+            self.outcome_failed = True
+            errors = state.consecutive_tool_errors + 1
+            self.error_cap_reached = errors >= config.max_consecutive_tool_errors
+            if novelai:
+                self.novelai_failure_after_text = True
+                failures = state.nai_consecutive_tool_failures + 1
+                self.novelai_retries_exhausted = failures >= config.nai_tool_failure_retry_threshold
+        self.ceiling_reached = _next_reaches_ceiling(state)
+
+
+def _next_reaches_ceiling(state: IterationState) -> bool:
+    """The iteration an outcome or a stash would start is past the last allowed (SPEC 4.4)."""
+    return state.iteration + 1 >= state.config.max_function_call_iterations
 
 
 class StreamEndedContext(Context):
@@ -68,11 +97,11 @@ class StreamEndedContext(Context):
 
     def __init__(self, state: IterationState, event: StreamEnded) -> None:
         self.state, self.event = state, event
-        self.stop = event.stop
-        self.stop_requested = event.stop is StopRequest.STOP
+        self.stop = stop = event.stop
+        self.stop_requested = stop is _STOP
         stream = event.result
         status = stream.status
-        if status is not StreamStatus.FUNCTION_CALL:
+        if status is not _FUNCTION_CALL:
             self.stream_completed = status is StreamStatus.COMPLETED
             self.stream_failed = status is StreamStatus.ERROR or status is StreamStatus.TIMEOUT
             self.stream_empty = status is StreamStatus.EMPTY_RESPONSE
@@ -90,10 +119,9 @@ class StreamEndedContext(Context):
             self.refusal = Refusal.TRUNCATED
         elif tool_call.is_blocked(state.turn, name):
             self.refusal = Refusal.BLOCKED
-        self.call_refused = self.outcome_failed = refused = self.refusal is not None
-        self.pre_tool_text = text = stream.accumulated_text
-        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
-        self.novelai_failure_after_text = novelai and refused
+        self.call_refused = refused = self.refusal is not None
+        self.pre_tool_text = stream.accumulated_text
+        self._outcome(state, refused)
 
 
 class ToolSettledContext(Context):
@@ -101,29 +129,40 @@ class ToolSettledContext(Context):
 
     def __init__(self, state: IterationState, event: ToolSettled) -> None:
         self.state, self.event = state, event
-        self.stop = event.stop
-        self.stop_requested = event.stop is StopRequest.STOP
+        self.stop = stop = event.stop
+        self.stop_requested = stop is _STOP
         pending = state.pending
         assert pending is not None, "DISPATCHING always holds the call"
         call = pending.stream.data
         assert isinstance(call, FunctionCall), "a dispatched call came from a valid stream"
-        self.call, self.name = call, pending.name
+        name = pending.name
+        self.call, self.name = call, name
         self.result = result = event.result
         self.end_turn_requested = result.end_turn
+        self.pre_tool_text = text = pending.stream.accumulated_text
         if result.success:
             self.tool_succeeded = True
-            self.restart = restart.restart_type(result.data)
-            self.restart_requested = self.restart is not None
-        else:
-            self.outcome_failed = True
-        self.pre_tool_text = text = pending.stream.accumulated_text
-        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
-        self.novelai_failure_after_text = novelai and not result.success
+            self.restart = kind = restart.restart_type(result.data)
+            if kind is not None:
+                self.restart_requested = True
+                self.has_stash_key = restart.pending_context_key(result.data) is not None
+            provider, follow_up = state.turn.provider, event.requires_follow_up
+            self.exit_policy_ends = should_end_after_pre_tool_text(provider, name, follow_up, text)
+        self._outcome(state, not result.success)
+
+
+class StashTakenContext(Context):
+    """A taken stash's fact: whether the restarted iteration would reach the ceiling."""
+
+    def __init__(self, state: IterationState, event: StashTaken) -> None:
+        self.state, self.event = state, event
+        self.ceiling_reached = _next_reaches_ceiling(state)
 
 
 CONTEXTS: dict[type[Event], Callable[..., Context]] = {
     StreamEnded: StreamEndedContext,
     ToolSettled: ToolSettledContext,
+    StashTaken: StashTakenContext,
 }
 """The context class of each event type that has facts of its own (others: `Context`)."""
 
@@ -174,9 +213,16 @@ tool_succeeded = Fact("tool_succeeded", "The tool ran and succeeded.")
 restart_requested = Fact(
     "restart_requested", "A successful tool asked for an enhanced-context restart (SPEC 6a)."
 )
+has_stash_key = Fact(
+    "has_stash_key", "The restart's enrichment item waits in the stash under a key."
+)
 outcome_failed = Fact(
     "outcome_failed",
     "The call's outcome is a failure kept in history: a refusal or a failed tool.",
+)
+error_cap_reached = Fact(
+    "error_cap_reached",
+    "This failure makes `MAX_CONSECUTIVE_TOOL_ERRORS` in a row (SPEC 4, history step 1).",
 )
 end_turn_requested = Fact(
     "end_turn_requested",
@@ -186,46 +232,20 @@ novelai_failure_after_text = Fact(
     "novelai_failure_after_text",
     "A NovelAI call failed after visible pre-tool text (SPEC 4, history step 3).",
 )
-
-
-def has_stash_key(ctx: Context) -> bool:
-    """The restart's enrichment item waits in the stash under a key."""
-    data: Any = ctx.result.data if ctx.result is not None else None
-    return ctx.restart_requested and restart.pending_context_key(data) is not None
-
-
-def error_cap_reached(ctx: Context) -> bool:
-    """This failure makes `MAX_CONSECUTIVE_TOOL_ERRORS` in a row (SPEC 4, history step 1)."""
-    state = ctx.state
-    cap = state.config.max_consecutive_tool_errors
-    return ctx.outcome_failed and state.consecutive_tool_errors + 1 >= cap
+novelai_retries_exhausted = Fact(
+    "novelai_retries_exhausted",
+    "This NovelAI failure reaches `NAI_TOOL_FAILURE_RETRY_THRESHOLD`.",
+)
+exit_policy_ends = Fact(
+    "exit_policy_ends",
+    "The exit policy ends the turn after this success's pre-tool text (SPEC 7).",
+)
+ceiling_reached = Fact(
+    "ceiling_reached",
+    "The iteration this event would start is `MAX_FUNCTION_CALL_ITERATIONS` (SPEC 4.4).",
+)
 
 
 def under_impersonation(ctx: Context) -> bool:
     """The turn speaks as the user: the tool error loop raises instead of a notice."""
     return ctx.state.turn.user_impersonation
-
-
-def novelai_retries_exhausted(ctx: Context) -> bool:
-    """This NovelAI failure reaches `NAI_TOOL_FAILURE_RETRY_THRESHOLD`."""
-    state = ctx.state
-    threshold = state.config.nai_tool_failure_retry_threshold
-    failures = state.nai_consecutive_tool_failures
-    return ctx.novelai_failure_after_text and failures + 1 >= threshold
-
-
-def exit_policy_ends(ctx: Context) -> bool:
-    """The exit policy ends the turn after this success's pre-tool text (SPEC 7)."""
-    if not ctx.tool_succeeded or ctx.name is None:
-        return False
-    assert isinstance(ctx.event, ToolSettled)
-    follow_up = ctx.event.requires_follow_up
-    provider = ctx.state.turn.provider
-    return should_end_after_pre_tool_text(provider, ctx.name, follow_up, ctx.pre_tool_text)
-
-
-def ceiling_reached(ctx: Context) -> bool:
-    """The iteration this event would start is `MAX_FUNCTION_CALL_ITERATIONS` (SPEC 4.4)."""
-    state = ctx.state
-    following = state.iteration if isinstance(ctx.event, TurnStarted) else state.iteration + 1
-    return following >= state.config.max_function_call_iterations

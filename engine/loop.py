@@ -33,6 +33,7 @@ from toolloop.engine.commands import (
     StreamOnce,
     TakeStashedContext,
 )
+from toolloop.engine.construct import constructor
 from toolloop.engine.draft import Draft
 from toolloop.engine.events import StashTaken, StopRequest, StreamEnded, ToolSettled
 from toolloop.engine.guards import Context, Refusal
@@ -54,6 +55,25 @@ from toolloop.states import (
 Action = Callable[[Context, Draft, list[Effect]], None]
 """What a row of `toolloop.engine.table` runs: reads the event, writes the draft and effects."""
 
+# Read on every event, so module names: a member read off its Enum class is a
+# class attribute lookup, several times slower on CPython 3.11.
+_FUNCTION_CALL, _COMPLETED = StreamStatus.FUNCTION_CALL, StreamStatus.COMPLETED
+_STOPPED, _FOLLOW_UP, _INFO = StreamStatus.STOPPED_BY_USER, StopRequest.FOLLOW_UP, Level.INFO
+
+# Built on every tool iteration, so without attrs' costly call (see `construct`).
+_new_stream_once = constructor(StreamOnce)
+_new_dispatch_tool = constructor(DispatchTool)
+_new_pending_call = constructor(PendingCall)
+_new_log = constructor(Log)
+_new_count_tool_usage = constructor(CountToolUsage)
+
+# An effect without fields is a value: one instance of each serves every step.
+_RESET_FOLLOW_UPS = ResetFollowUpCount()
+_INCREMENT_FOLLOW_UPS = IncrementFollowUpCount()
+_QUEUE_STOP_RESPONSE = QueueStopResponse()
+_CLEAR_STOP_REQUEST = ClearStopRequest()
+_MARK_CHAIN_ACTIVE = MarkToolChainActive()
+
 
 # -- iterations and exits ------------------------------------------------------------------
 
@@ -71,7 +91,7 @@ def begin_iteration(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
         effects.append(_notice(NoticeKey.STILL_WORKING, Level.WARNING, iteration))
     context = draft.context
     effects.append(
-        StreamOnce(
+        _new_stream_once(
             iteration=iteration,
             function_history=draft.function_history,
             accumulated_model_parts=draft.accumulated_model_parts,
@@ -123,18 +143,14 @@ def record_stream(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
         draft.thought_log = stream.thought_log
     status = stream.status
     # Compared by identity: hashing an Enum member (a set lookup) is a Python-level call.
-    if (
-        status is StreamStatus.FUNCTION_CALL
-        or status is StreamStatus.COMPLETED
-        or status is StreamStatus.STOPPED_BY_USER
-    ):
+    if status is _FUNCTION_CALL or status is _COMPLETED or status is _STOPPED:
         # Only delivered text is what the turn said (SPEC 3, amended): a stream
         # streamed under suppression keeps the text the user already saw.
         if is_visible(stream.accumulated_text) and not draft.suppress_text_output:
             draft.final_text = stream.accumulated_text
         if stream.details_content:
             draft.details_text = merge_details(draft.details_text, stream.details_content)
-    if status is StreamStatus.FUNCTION_CALL and stream.model_parts:
+    if status is _FUNCTION_CALL and stream.model_parts:
         draft.accumulated_model_parts = (*draft.accumulated_model_parts, *stream.model_parts)
 
 
@@ -147,7 +163,7 @@ def merge_details(merged: str, increment: str) -> str:
 
 def reset_follow_ups(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """The channel's follow-up count starts again."""
-    effects.append(ResetFollowUpCount())
+    effects.append(_RESET_FOLLOW_UPS)
 
 
 def finish_stream_failed(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -163,7 +179,7 @@ def finish_empty(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
 def answer_stop(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """A queued stop context is answered first, else the stop request is cleared."""
     queued = draft.turn.stop_context_queued
-    effects.append(QueueStopResponse() if queued else ClearStopRequest())
+    effects.append(_QUEUE_STOP_RESPONSE if queued else _CLEAR_STOP_REQUEST)
 
 
 def finish_stopped(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -173,7 +189,7 @@ def finish_stopped(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
 
 def finish_interrupted(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """A follow-up interrupted the stream: count it and finish `follow_up_interrupt`."""
-    effects.append(IncrementFollowUpCount())
+    effects.append(_INCREMENT_FOLLOW_UPS)
     finish(draft, TurnStatus.FOLLOW_UP_INTERRUPT, effects)
 
 
@@ -182,7 +198,7 @@ def finish_interrupted(ctx: Context, draft: Draft, effects: list[Effect]) -> Non
 
 def mark_chain_active(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """A `function_call` stream makes the channel's tool-call chain active (SPEC 4.3)."""
-    effects.append(MarkToolChainActive())
+    effects.append(_MARK_CHAIN_ACTIVE)
 
 
 def finish_malformed(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -194,8 +210,8 @@ def finish_malformed(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
 
 def clear_follow_up(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """A queued follow-up never turns a tool chain into a stop: it is cleared (SPEC 6.2, 6.7)."""
-    if ctx.stop is StopRequest.FOLLOW_UP:
-        effects.append(ClearStopRequest())
+    if ctx.stop is _FOLLOW_UP:
+        effects.append(_CLEAR_STOP_REQUEST)
 
 
 def dispatch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -205,8 +221,8 @@ def dispatch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     context = tool_call.tool_context(
         draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
     )
-    effects.append(DispatchTool(call=tool_call.renamed(call, name), context=context))
-    draft.pending = PendingCall(stream=event.result, name=name)
+    effects.append(_new_dispatch_tool(call=tool_call.renamed(call, name), context=context))
+    draft.pending = _new_pending_call(stream=event.result, name=name)
 
 
 def keep_refusal(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -259,9 +275,9 @@ def report_settled(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     assert isinstance(event, ToolSettled) and name is not None and call is not None
     result, turn, iteration = event.result, draft.turn, draft.iteration
     message = f"Function call completed: {name} ({event.duration_ms} ms)"
-    effects.append(Log(level=Level.INFO, message=message))
+    effects.append(_new_log(level=_INFO, message=message))
     if result.success and not turn.direct_message:
-        effects.append(CountToolUsage(name=name))
+        effects.append(_new_count_tool_usage(name=name))
     if not result.success:
         reason = tool_call.failure_reason(result)
         effects.append(tool_call.failed_notice(iteration, call, name, reason, result.data))

@@ -7,19 +7,22 @@ next state and moves to the row's destination. A pair without rows raises
 `InvalidEvent` and leaves the state as it was.
 
 Each (phase, event type)'s rows are compiled on import into one function that
-does exactly that, spelled out as a chain of `if`s (`SOURCES` holds its text,
-one comment per row naming its move and SPEC rule); the conformance tests run
-the same rows through `transitions` and check that both pick the same move.
+does exactly that, spelled out as a chain of `if`s, one comment per row naming
+its move and SPEC rule (a traceback shows these lines); the conformance tests
+run the same rows through `transitions` and check that both pick the same move.
 
 `step` is pure: it does no I/O, reads no clock and does not execute its
 effects (it is to the interpreter what XState's `transition()` is to a service).
 """
 
+import itertools
+import linecache
 from collections.abc import Callable, Sequence
 
 import attrs
 
 from toolloop.engine.commands import Effect
+from toolloop.engine.construct import constructor
 from toolloop.engine.draft import Draft
 from toolloop.engine.events import Event
 from toolloop.engine.guards import CONTEXTS, Context, Fact, Guard
@@ -64,27 +67,31 @@ def step(state: IterationState, event: Event) -> Step:
 def compile_rows(rows: Sequence[Row]) -> tuple[Transition, str]:
     """The rows of one (phase, event type) as one function, and its source.
 
-    The function does what reading the rows says, spelled out: build the
-    context, test each row's guards in order, run the first matching row's
+    The function does what reading the rows says, spelled out as a chain of
+    `if`s, one per row in order, commented with the row's move and SPEC rule:
+    build the context, test each row's guards, run the first matching row's
     actions on a draft, move to its destination. Consecutive rows whose `when`
-    starts with the same guard test it once, in one `if` around them (guards are
-    pure, so this selects the same row). Compiled once on import, it spares
-    every event an interpreter's loops over rows, guards and actions.
+    starts with the same guard test it once, in one `if` around them (guards
+    are facts, so this selects the same row, with fewer reads: about 0.3 µs an
+    iteration). Compiled once on import, it spares every event an interpreter's
+    loops over rows, guards and actions; its source is registered with
+    `linecache`, so tracebacks and debuggers show it.
     """
     event = rows[0].event
     names: dict[str, object] = {
         "Context": CONTEXTS.get(event, Context),
         "Draft": Draft,
-        "Step": Step,
+        "Step": constructor(Step),  # built on every event: see `construct`
     }
-    numbered = [(number, row, row.when) for number, row in enumerate(rows)]
     lines = ["def transition(state, event):", "    ctx = Context(state, event)"]
-    lines += _select(numbered, names, "    ")
+    lines += _select([(number, row, row.when) for number, row in enumerate(rows)], names, "    ")
     lines.append(
         "    raise AssertionError(f'no row of the table takes {event!r} in {state.phase}')"
     )
     source = "\n".join(lines) + "\n"
-    exec(compile(source, f"<table {rows[0].source.value} {event.__name__}>", "exec"), names)
+    filename = f"<table {rows[0].source.value} {event.__name__}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), names)
     transition: Transition = names["transition"]  # type: ignore[assignment]
     return transition, source
 
@@ -94,20 +101,16 @@ Numbered = list[tuple[int, Row, tuple[Guard, ...]]]
 
 
 def _select(rows: Numbered, names: dict[str, object], indent: str) -> list[str]:
+    """The `if`s of `rows`, in order; a run of rows whose next guard is one guard tests it once."""
     lines: list[str] = []
-    index = 0
-    while index < len(rows):
-        _, _, when = rows[index]
-        end = index + 1
-        while when and end < len(rows) and rows[end][2][:1] == when[:1]:
-            end += 1
-        if end - index > 1:
-            lines.append(f"{indent}if {_name(names, when[0])}(ctx):")
-            inner = [(number, row, rest[1:]) for number, row, rest in rows[index:end]]
+    for first, grouped in itertools.groupby(rows, key=lambda numbered: numbered[2][:1]):
+        run = list(grouped)
+        if first and len(run) > 1:
+            lines.append(f"{indent}if {_test(names, first[0])}:")
+            inner = [(number, row, when[1:]) for number, row, when in run]
             lines += _select(inner, names, indent + "    ")
         else:
-            lines += _row(*rows[index], names, indent)
-        index = end
+            lines += [line for numbered in run for line in _row(*numbered, names, indent)]
     return lines
 
 
@@ -141,15 +144,10 @@ def _name(names: dict[str, object], function: Callable[..., object]) -> str:
     return name
 
 
-_COMPILED = {
-    (event, phase): compile_rows(rows) for event, pairs in ROWS.items() for phase, rows in pairs
-}
 _TRANSITIONS = {
-    event: tuple((phase, _COMPILED[(event, phase)][0]) for phase, _ in pairs)
+    event: tuple((phase, compile_rows(rows)[0]) for phase, rows in pairs)
     for event, pairs in ROWS.items()
 }
-SOURCES = {key: source for key, (_, source) in _COMPILED.items()}
-"""(event type, phase) -> the generated source of its transition, to read when debugging."""
 
 
 def initial_state(config: LoopConfig, turn: TurnSettings) -> IterationState:

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from toolloop.engine.commands import Level, NoticeKey, SendNotice
+from toolloop.engine.construct import constructor
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, STICKER_TOOL, is_visible
 from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,
@@ -45,11 +46,19 @@ def renamed(call: FunctionCall, name: str) -> FunctionCall:
     return call if call.name == name else attrs.evolve(call, name=name)
 
 
+# Built on every tool iteration, so without attrs' costly call (see `construct`).
+_new_tool_context = constructor(ToolContext)
+_new_history_entry = constructor(ToolHistoryEntry)
+
+_MEMORY_UPDATED = frozenset({SHORT_TERM_MEMORY_TOOL})
+_ALL_AVAILABLE: frozenset[str] = frozenset()
+
+
 def tool_context(
     turn: TurnSettings, iteration: int, memory_updated: bool, items: tuple[ContextItem, ...]
 ) -> ToolContext:
     """What the tool is told about its turn (step 3); `items`: the live context."""
-    return ToolContext(
+    return _new_tool_context(
         channel_id=turn.channel_id,
         user_id=turn.user_id,
         guild_id=turn.guild_id,
@@ -60,9 +69,7 @@ def tool_context(
         iteration=iteration,
         suppress_progress_notices=not turn.surface_user_errors,
         show_kill_hint=iteration >= SOFT_WARN_ITERATION_THRESHOLD,
-        unavailable_for_turn=(
-            frozenset({SHORT_TERM_MEMORY_TOOL}) if memory_updated else frozenset()
-        ),
+        unavailable_for_turn=_MEMORY_UPDATED if memory_updated else _ALL_AVAILABLE,
         context_items=items,
     )
 
@@ -119,7 +126,7 @@ def history_entry(
     pre_tool_text: tuple[JsonObject, ...] | None,
 ) -> ToolHistoryEntry:
     """The call/response pair the model sees from now on, with its pre-tool text (step 15)."""
-    return ToolHistoryEntry(
+    return _new_history_entry(
         function_call=renamed(call, name),
         function_response={"name": name, "response": {"result": response}},
         image_metadata=None if result is None else result.image_metadata,
@@ -134,7 +141,7 @@ def pre_tool_text(restarted: tuple[JsonObject, ...], text: str) -> tuple[JsonObj
     then: their text parts (`{"type": "text", ...}`) come first, in order, then
     this stream's visible text. None when there is neither.
     """
-    parts = [part for part in restarted if part.get("type") == "text"]
+    parts = [part for part in restarted if part.get("type") == "text"] if restarted else []
     if is_visible(text):
         parts.append({"type": "text", "text": text})
     return tuple(parts) if parts else None

@@ -5,12 +5,15 @@ history; the hand-written loop is what a bot author would write without the
 state machine (mutable locals, no events, no effects). Reported: µs per
 iteration for each and their ratio, from the best of alternating rounds.
 
-Also what keeping the draft honest costs (issue 13, item 4), the table
-compiled with each way of building the next state, in the same rounds: the
-`Draft` as shipped (a misspelt field refused at commit, one `len` per event),
-the same draft unchecked (as before the check), a draft checking every write
-in `__setattr__`, and no draft at all (each write an `attrs.evolve` of the
-state, which refuses an unknown field itself).
+In the same rounds: each of the two steps of an iteration alone (`StreamEnded`
+while streaming, which dispatches the call; `ToolSettled` while dispatching, a
+success that starts the next iteration); the chain with every value built by
+its attrs class, as before `toolloop.engine.construct`; and what keeping the
+draft honest costs (issue 13, item 4), the table compiled with each way of
+building the next state: the `Draft` as shipped (a misspelt field refused at
+commit, one `len` per event), the same draft unchecked (as before the check),
+a draft checking every write in `__setattr__`, and no draft at all (each write
+an `attrs.evolve` of the state, which refuses an unknown field itself).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any
 
 import attrs
 
+from toolloop import states
+from toolloop.engine import commands, loop, tool_call
 from toolloop.engine import step as step_module
 from toolloop.engine.commands import DispatchTool, Finish, StreamOnce
 from toolloop.engine.draft import FIELDS, Draft, UnknownField
@@ -64,6 +69,55 @@ def through_step(step: Callable[[IterationState, Event], Step] = step) -> int:
         else:
             assert isinstance(last, Finish)
             return len(out.state.function_history)
+
+
+def one_kind(event: Event) -> Callable[[], int]:
+    """`ITERATIONS` steps of one kind, each from the same state (the chain's first of it)."""
+    state = step(initial_state(CONFIG, TURN), TurnStarted()).state
+    if isinstance(event, ToolSettled):
+        state = step(state, StreamEnded(result=CALL)).state
+
+    def steps() -> int:
+        for _ in range(ITERATIONS):
+            step(state, event)
+        return ITERATIONS
+
+    return steps
+
+
+def built_by_attrs() -> Callable[[], int]:
+    """`through_step` with every value built by calling its class, as before `construct`.
+
+    The engine's constructors (`constructor(Log)` and the like, module names of
+    `loop` and `tool_call`) are swapped for their classes while it runs, and the
+    table is compiled with `Step` itself.
+    """
+    classes = {**vars(commands), **vars(states), "Step": Step}
+    swapped = {
+        (module, name): classes[value.__name__]
+        for module in (loop, tool_call)
+        for name, value in vars(module).items()
+        if getattr(value, "__qualname__", "").startswith("constructor(")
+    }
+    assert swapped, "the engine builds no value with a constructor any more"
+    shipped = step_module.constructor
+    step_module.constructor = lambda cls: cls  # type: ignore[assignment]
+    try:
+        variant = _over(_compiled())
+    finally:
+        step_module.constructor = shipped
+
+    def chain() -> int:
+        originals = {key: getattr(*key) for key in swapped}
+        for (module, name), cls in swapped.items():
+            setattr(module, name, cls)
+        try:
+            return through_step(variant)
+        finally:
+            for (module, name), value in originals.items():
+                setattr(module, name, value)
+
+    return chain
 
 
 def hand_written() -> int:
@@ -167,18 +221,18 @@ class Evolving:
         return self.peek()
 
 
-def step_with(draft: type[Any]) -> Callable[[], int]:
-    """`through_step` over the table compiled to build each next state with `draft`."""
-    shipped = step_module.Draft
-    step_module.Draft = draft  # read by compile_rows when it compiles
-    try:
-        compiled = {
-            event: tuple((phase, step_module.compile_rows(rows)[0]) for phase, rows in pairs)
-            for event, pairs in ROWS.items()
-        }
-    finally:
-        step_module.Draft = shipped
+Compiled = dict[type[Event], tuple[tuple[Any, step_module.Transition], ...]]
 
+
+def _compiled() -> Compiled:
+    """The table compiled anew, with whatever `step`'s module names are now."""
+    return {
+        event: tuple((phase, step_module.compile_rows(rows)[0]) for phase, rows in pairs)
+        for event, pairs in ROWS.items()
+    }
+
+
+def _over(compiled: Compiled) -> Callable[[IterationState, Event], Step]:
     def variant(state: IterationState, event: Event) -> Step:
         """`step`'s own lookup, over the variant's transitions."""
         for waiting, transition in compiled[type(event)]:
@@ -186,6 +240,17 @@ def step_with(draft: type[Any]) -> Callable[[], int]:
                 return transition(state, event)
         raise AssertionError(f"no transition for {event!r}")
 
+    return variant
+
+
+def step_with(draft: type[Any]) -> Callable[[], int]:
+    """`through_step` over the table compiled to build each next state with `draft`."""
+    shipped = step_module.Draft
+    step_module.Draft = draft  # read by compile_rows when it compiles
+    try:
+        variant = _over(_compiled())
+    finally:
+        step_module.Draft = shipped
     return lambda: through_step(variant)
 
 
@@ -193,14 +258,22 @@ def main() -> None:
     sides = (
         through_step,
         hand_written,
+        one_kind(StreamEnded(result=CALL)),
+        one_kind(ToolSettled(result=RESULT)),
+        built_by_attrs(),
         step_with(UncheckedDraft),
         step_with(WriteCheckedDraft),
         step_with(Evolving),
     )
-    engine, baseline, unchecked, per_write, evolving = best_of_interleaved(sides)
+    engine, baseline, ended, settled, by_attrs, unchecked, per_write, evolving = (
+        best_of_interleaved(sides)
+    )
     print(f"step, 100-iteration tool chain: {engine:.2f} µs/iteration (CPU time)")
     print(f"hand-written loop, same chain: {baseline:.2f} µs/iteration (CPU time)")
     print(f"ratio step / hand-written: {engine / baseline:.1f}x")
+    print(f"step, StreamEnded while streaming (dispatches): {ended:.2f} µs/step")
+    print(f"step, ToolSettled while dispatching (succeeded): {settled:.2f} µs/step")
+    print(f"step, values built by their attrs classes (no construct): {by_attrs:.2f} µs/iteration")
     print(f"step, draft checked at commit (shipped): {engine:.2f} µs/iteration")
     print(f"step, draft unchecked (before item 4): {unchecked:.2f} µs/iteration")
     print(f"step, draft checking each write (__setattr__): {per_write:.2f} µs/iteration")

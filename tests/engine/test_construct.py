@@ -1,0 +1,122 @@
+"""`constructor`: a frozen attrs value built without attrs' call, as its `__init__` builds it."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolloop import states
+from toolloop.engine import commands
+from toolloop.engine.construct import UnsupportedClass, constructor
+from toolloop.engine.step import Step
+
+CLASSES = sorted(
+    {
+        cls
+        for module in (states, commands)
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if attrs.has(cls)
+    }
+    | {Step},
+    key=lambda cls: cls.__qualname__,
+)
+BUILDABLE = [cls for cls in CLASSES if "__dict__" in dir(cls)]
+values = st.one_of(st.none(), st.integers(), st.text(max_size=3), st.tuples(st.integers()))
+
+
+@st.composite
+def keywords(draw: st.DrawFn, cls: type) -> dict[str, Any]:
+    """Keywords for `cls`: every field without a default, each one with a default or not."""
+    return {
+        field.alias: draw(values)
+        for field in attrs.fields(cls)
+        if field.default is attrs.NOTHING or draw(st.booleans())
+    }
+
+
+@pytest.mark.parametrize("cls", BUILDABLE, ids=lambda cls: cls.__qualname__)
+@given(data=st.data())
+def test_a_constructor_builds_the_same_value_as_the_class(cls: type, data: st.DataObject) -> None:
+    """Same type, same fields, equal: for any keywords, defaults and factories included."""
+    kwargs = data.draw(keywords(cls))
+    built, expected = constructor(cls)(**kwargs), cls(**kwargs)
+    assert type(built) is cls
+    assert vars(built) == vars(expected)
+    assert built == expected
+
+
+def test_a_factory_default_is_called_for_each_value() -> None:
+    """Two values built without `fields` get two dicts, as `__init__` gives them."""
+    new_log = constructor(commands.Log)
+    first, second = (new_log(level=commands.Level.INFO, message="m") for _ in range(2))
+    assert first.fields == {} and first.fields is not second.fields
+
+
+def test_the_built_value_stays_frozen() -> None:
+    """A value built by a constructor refuses assignment like one built by its class."""
+    log = constructor(commands.Log)(level=commands.Level.INFO, message="m")
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        log.message = "changed"  # type: ignore[misc]
+
+
+def test_every_slotted_class_is_refused_by_name() -> None:
+    """A slotted class has no instance dict to fill: refused, naming the class."""
+    slotted = set(CLASSES) - set(BUILDABLE)
+    assert states.ContextState in slotted
+    for cls in slotted:
+        message = f"constructor cannot build {cls.__qualname__}: its instances have no __dict__"
+        with pytest.raises(UnsupportedClass, match=f"^{re.escape(message)} \\(a slotted class\\)$"):
+            constructor(cls)
+
+
+@attrs.frozen(kw_only=True, slots=False)
+class Checked:
+    """A class whose `__init__` does more than fill its fields."""
+
+    count: int = attrs.field(validator=attrs.validators.instance_of(int))
+    name: str = attrs.field(converter=str)
+    parts: list[int] = attrs.field(default=attrs.Factory(lambda self: [], takes_self=True))
+
+    def __attrs_post_init__(self) -> None:
+        pass
+
+
+@attrs.frozen(slots=False)
+class Positional:
+    """A class whose fields `__init__` also takes by position."""
+
+    count: int
+
+
+def test_a_class_whose_init_does_more_is_refused_naming_each_reason() -> None:
+    """Validators, converters, post-init and factories taking self are each named."""
+    with pytest.raises(UnsupportedClass) as refused:
+        constructor(Checked)
+    assert str(refused.value) == (
+        "constructor cannot build Checked: it has an __attrs_pre_init__ or __attrs_post_init__; "
+        "field 'count' has a validator or converter; "
+        "field 'name' has a validator or converter; "
+        "field 'parts' has a factory taking self"
+    )
+
+
+def test_a_class_taking_positional_arguments_is_refused() -> None:
+    """The constructor is keyword-only, so a class taking positions is refused."""
+    with pytest.raises(
+        UnsupportedClass,
+        match=r"^constructor cannot build Positional: field 'count' is not a keyword-only "
+        r"argument of __init__$",
+    ):
+        constructor(Positional)
+
+
+def test_what_is_not_an_attrs_class_is_refused() -> None:
+    """`constructor(dict)` says what it was given."""
+    with pytest.raises(UnsupportedClass, match=r"^<class 'dict'> is not an attrs class$"):
+        constructor(dict)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from typing import Any
 
 import attrs
@@ -49,6 +50,29 @@ def test_a_constructor_builds_the_same_value_as_the_class(cls: type, data: st.Da
     assert type(built) is cls
     assert vars(built) == vars(expected)
     assert built == expected
+
+
+@attrs.frozen(kw_only=True, slots=False)
+class Shadowing:
+    """Fields named like what a generated constructor could use for itself."""
+
+    fields: int
+    instance: int
+    cls: int = 0
+
+
+def test_fields_named_like_the_constructors_own_names_are_set() -> None:
+    """`fields`, `instance` and `cls` are fields like any other."""
+    built = constructor(Shadowing)(fields=1, instance=2, cls=3)
+    assert vars(built) == {"fields": 1, "instance": 2, "cls": 3}
+
+
+@pytest.mark.parametrize("cls", BUILDABLE, ids=lambda cls: cls.__qualname__)
+def test_a_built_value_takes_no_more_memory_than_one_the_class_builds(cls: type) -> None:
+    """Its dict shares its keys with the class's other instances, as `__init__`'s does."""
+    kwargs = {field.alias: None for field in attrs.fields(cls)}
+    built, expected = constructor(cls)(**kwargs), cls(**kwargs)
+    assert sys.getsizeof(vars(built)) == sys.getsizeof(vars(expected))
 
 
 def test_a_factory_default_is_called_for_each_value() -> None:
@@ -104,6 +128,21 @@ def test_a_class_whose_init_does_more_is_refused_naming_each_reason() -> None:
         "field 'name' has a validator or converter; "
         "field 'parts' has a factory taking self"
     )
+
+
+def test_a_field_aliased_with_a_leading_underscore_is_refused() -> None:
+    """Such an alias could shadow the constructor's own names, so it is refused."""
+
+    @attrs.frozen(kw_only=True, slots=False)
+    class Aliased:
+        count: int = attrs.field(alias="_count")
+
+    with pytest.raises(
+        UnsupportedClass,
+        match=r"^constructor cannot build .*Aliased: field 'count' has an alias starting "
+        r"with an underscore$",
+    ):
+        constructor(Aliased)
 
 
 def test_a_class_taking_positional_arguments_is_refused() -> None:

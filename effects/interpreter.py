@@ -60,6 +60,7 @@ from toolloop.effects.ports import (
 )
 from toolloop.effects.stash import ContextStash
 from toolloop.engine import commands as fx
+from toolloop.engine.construct import constructor
 from toolloop.engine.events import (
     Event,
     StashTaken,
@@ -96,6 +97,13 @@ class ImpersonationAborted(ToolloopError, RuntimeError):
     the impersonated user.
     """
 
+
+# What every provider call and tool builds, without attrs' call (`engine.construct`).
+_new_stream_request = constructor(StreamRequest)
+_new_stream_ended = constructor(StreamEnded)
+_new_tool_invocation = constructor(ToolInvocation)
+_new_streaming_context = constructor(StreamingContext)
+_new_tool_settled = constructor(ToolSettled)
 
 #: The error each `RaiseError` kind of the core is raised as.
 RAISES: dict[fx.ErrorKind, type[ToolloopError]] = {
@@ -543,7 +551,7 @@ class _Interpreter:
         )
         if follow_ups is not None:
             sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
-        request = StreamRequest(
+        request = _new_stream_request(
             turn=self.turn,
             once=effect,
             tools=self.registry.specs(self.provider.descriptor),
@@ -555,14 +563,14 @@ class _Interpreter:
         if sink.follow_ups is not None:
             stream = sink.watch(stream)
         result = await self._call(sink, stream)
-        return StreamEnded(result=result, stop=self.control.pending_request())
+        return _new_stream_ended(result=result, stop=self.control.pending_request())
 
     # -- stage 02 --------------------------------------------------------------------------
 
     async def _dispatch(self, effect: fx.DispatchTool) -> ToolSettled:
         context = effect.context
         call = _ToolRun(effect, self._runner, self._alarm, self._tool_timeout)
-        invocation = ToolInvocation(
+        invocation = _new_tool_invocation(
             killed=self._killed,
             notify=self._progress_notice(context, call),
             streaming=self._streaming_context(),
@@ -574,7 +582,7 @@ class _Interpreter:
         """The live stream the call being dispatched came from (SPEC 6 step 3)."""
         state = self._state
         assert state.pending is not None, "a dispatch always holds its call"
-        return StreamingContext(
+        return _new_streaming_context(
             reply_to=self.reply_to,
             identity=self._identity(),
             pre_tool_text=state.pending.stream.accumulated_text,
@@ -583,7 +591,7 @@ class _Interpreter:
 
     def _tool_settled(self, call: _ToolRun, result: ToolResult) -> ToolSettled:
         name, descriptor = call.effect.call.name, self.provider.descriptor
-        return ToolSettled(
+        return _new_tool_settled(
             result=result,
             requires_follow_up=self.registry.requires_follow_up(
                 name, descriptor, descriptor.server

@@ -26,7 +26,7 @@ from toolloop.states import (
 )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
 class StreamRequest:
     """Everything one provider call needs: the turn, the loop's state and the tools."""
 
@@ -93,7 +93,7 @@ class ToolRegistryPort(Protocol):
         ...
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
 class StreamingContext:
     """The stream a tool call came from, live in the channel (SPEC 6 step 3).
 
@@ -111,7 +111,7 @@ class StreamingContext:
     """That text was kept out of the channel (a NovelAI retry)."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
 class ToolInvocation:
     """What a running tool gets from the interpreter, live: kill signal, notices, its stream."""
 

@@ -42,6 +42,7 @@ from toolloop.effects.signature import SignatureError, takes_arguments_dict, typ
 from toolloop.effects.tool_schema import ToolSchemaError as ToolSchemaError
 from toolloop.effects.tool_schema import accepting, problems
 from toolloop.effects.tool_schema import check_parameters as check_parameters
+from toolloop.engine.construct import constructor
 from toolloop.states import (
     ApiFamily,
     FunctionCall,
@@ -84,7 +85,7 @@ def _to_json(value: Any) -> str:
     return "".join(_C_ENCODER(value, 0))
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
 class ToolCall:
     """What a tool function is told besides its arguments."""
 
@@ -112,6 +113,10 @@ AnyToolFunction = TypeVar("AnyToolFunction", bound=Callable[..., Awaitable[ToolR
 ProviderGate: TypeAlias = Callable[[ProviderDescriptor], bool]
 TurnGate: TypeAlias = Callable[[ToolContext], bool]
 FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
+
+
+_new_tool_call = constructor(ToolCall)
+"""Built for every call the registry runs (`engine.construct`)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -274,7 +279,7 @@ class ToolRegistry:
                 result = _failure(refusal)
             else:
                 ran = True
-                tool_call = ToolCall(name=call.name, context=context, invocation=invocation)
+                tool_call = _new_tool_call(name=call.name, context=context, invocation=invocation)
                 result = await _run(tool, args, tool_call)
             return result
         finally:

@@ -31,7 +31,7 @@ class TurnStarted:
     """The interpreter is ready to run the attempt."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
 class StreamEnded:
     """The provider call of stage 01 ended with this result."""
 
@@ -40,7 +40,7 @@ class StreamEnded:
     """The channel's stop request when the stream ended: stage 02's check before any tool."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
 class ToolSettled:
     """The registry's run of the tool ended (success, failure, timeout or kill)."""
 

@@ -13,18 +13,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolloop import states
-from toolloop.engine import commands
+from toolloop.effects import ports
+from toolloop.effects.registry import ToolCall
+from toolloop.engine import commands, events
 from toolloop.engine.construct import UnsupportedClass, constructor
 from toolloop.engine.step import Step
 
 CLASSES = sorted(
     {
         cls
-        for module in (states, commands)
+        for module in (states, commands, events, ports)
         for _, cls in inspect.getmembers(module, inspect.isclass)
         if attrs.has(cls)
     }
-    | {Step},
+    | {Step, ToolCall},
     key=lambda cls: cls.__qualname__,
 )
 BUILDABLE = [cls for cls in CLASSES if "__dict__" in dir(cls)]

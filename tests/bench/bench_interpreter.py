@@ -301,19 +301,31 @@ def per_chunk(backend: str, deliver: bool) -> float:
 
 def memory_added(backend: str, turns: int) -> float:
     """MiB tracemalloc sees added while `turns` 10-iteration turns are all mid-chain."""
+    return held_memory(
+        backend, turns, lambda gate: through_interpreter(10, Provider(gate), MemoryTurnControl())
+    )
+
+
+def held_memory(
+    backend: str, turns: int, turn: Callable[[Gate], Awaitable[None]], at_iteration: int = 5
+) -> float:
+    """MiB tracemalloc sees added while `turns` runs of `turn` are all held at the gate.
+
+    Read once every task is blocked: a figure read as the last turn arrives also
+    counts what the scheduler still owes the others (undelivered cancellations).
+    """
 
     async def measure() -> float:
-        gate = Gate(turns, at_iteration=5)
-        provider = Provider(gate)
+        gate = Gate(turns, at_iteration)
         await anyio.wait_all_tasks_blocked()  # imports what it needs (trio.testing) unmeasured
         gc.collect()
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
         async with anyio.create_task_group() as group:
             for _ in range(turns):
-                group.start_soon(through_interpreter, 10, provider, MemoryTurnControl())
+                group.start_soon(turn, gate)
             await gate.all_waiting.wait()
-            await anyio.wait_all_tasks_blocked()  # what the scheduler still owes them, run
+            await anyio.wait_all_tasks_blocked()
             held = tracemalloc.get_traced_memory()[0] - before
             gate.opened.set()
         tracemalloc.stop()

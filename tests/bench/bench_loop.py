@@ -18,17 +18,15 @@ for the tool 100 times, then answers. Reported:
 from __future__ import annotations
 
 import cProfile
-import gc
 import io
 import pstats
 import time
-import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 
-from tests.bench.bench_interpreter import Gate, PlainSink
+from tests.bench.bench_interpreter import Gate, PlainSink, held_memory
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.ports import StreamRequest, StreamSink
@@ -144,25 +142,7 @@ def per_call(backend: str, turn: Callable[[], Awaitable[None]]) -> float:
 
 def memory_added(backend: str, turns: int = 1_000) -> float:
     """MiB tracemalloc sees added while `turns` 10-iteration turns are all mid-chain."""
-
-    async def measure() -> float:
-        gate = Gate(turns, at_iteration=5)
-        await anyio.wait_all_tasks_blocked()  # imports what it needs (trio.testing) unmeasured
-        gc.collect()
-        tracemalloc.start()
-        before = tracemalloc.get_traced_memory()[0]
-        async with anyio.create_task_group() as group:
-            for _ in range(turns):
-                group.start_soon(through_library, 9, gate)
-            await gate.all_waiting.wait()
-            await anyio.wait_all_tasks_blocked()  # what the scheduler still owes them, run
-            held = tracemalloc.get_traced_memory()[0] - before
-            gate.opened.set()
-        tracemalloc.stop()
-        return held / 2**20
-
-    result: float = anyio.run(measure, backend=backend)
-    return result
+    return held_memory(backend, turns, lambda gate: through_library(9, gate))
 
 
 def profile(top: int = 25) -> str:

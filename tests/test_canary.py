@@ -13,7 +13,6 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -178,9 +177,3 @@ async def test_key_with_trailing_newline_is_not_echoed(
         server.script(text_reply("hello"))
         result, produced = await login_turn(server, KEY + "\n")
     assert canaries_in(result, *produced, logged(debug_logs)) == []
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> Any:
-    """The provider and interpreter run under both backends."""
-    return request.param

@@ -6,8 +6,6 @@ closed (the server sees the client leave) and nothing more is delivered.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import anyio
 import pytest
 
@@ -19,18 +17,6 @@ from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.states import GenerationTurnResult, JsonObject, LoopConfig, TurnSettings, TurnStatus
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Every test runs under trio and under asyncio."""
-    return str(request.param)
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as running:
-        yield running
 
 
 class FollowingUpChannel(RecordingChannel):

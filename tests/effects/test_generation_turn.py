@@ -59,12 +59,6 @@ VERBATIM_CALL = '`get_weather({"city": "Paris"})`'
 QUICK = LoopConfig(stream_sdk_call_timeout_ms=1_000, stream_abandoned_settle_timeout_ms=0)
 
 
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Every turn test runs under trio and under asyncio."""
-    return str(request.param)
-
-
 @pytest.fixture
 def primary() -> Iterator[OpenAIServer]:
     """The loopback server of the chain's first attempt."""

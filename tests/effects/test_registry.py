@@ -53,12 +53,6 @@ LOGIN = {
 }
 
 
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """The registry runs under both backends."""
-    return str(request.param)
-
-
 def context(**changes: Any) -> ToolContext:
     base = ToolContext(
         channel_id="c",

@@ -50,12 +50,6 @@ LOGIN: JsonObject = {
 }
 
 
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """The registry runs under both backends."""
-    return str(request.param)
-
-
 async def _noop(args: JsonObject, call: ToolCall) -> None:
     return None
 

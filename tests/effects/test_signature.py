@@ -2,7 +2,6 @@
 
 import enum
 import json
-from collections.abc import Iterator
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import attrs
@@ -25,12 +24,6 @@ from toolloop.states import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Typed tools run under both backends."""
-    return str(request.param)
 
 
 class Unit(enum.Enum):
@@ -550,12 +543,6 @@ class TestUntypedForms:
         assert registry.specs(CUSTOM)[0].parameters == {"type": "object", "properties": {}}
         await execute(registry, "ping")
         assert seen == [{}]
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as running:
-        yield running
 
 
 class TestThroughTheLoop:

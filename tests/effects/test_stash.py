@@ -12,12 +12,6 @@ from toolloop.states import ContextItem
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> object:
-    """The stash runs under both backends."""
-    return request.param
-
-
 #: Expiry is measured on trio's virtual clock, which jumps over sleeps.
 VIRTUAL = pytest.mark.parametrize(
     "anyio_backend", [("trio", {"clock": trio.testing.MockClock(autojump_threshold=0)})]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import attrs
-import pytest
 
 from tests.openai_server import OpenAIServer
 from toolloop.effects.ports import StreamRequest
@@ -24,19 +22,6 @@ WEATHER = ToolSpec(
         "required": ["city"],
     },
 )
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Every provider test runs under trio and under asyncio."""
-    return str(request.param)
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    """A loopback chat-completions server on a free port, stopped after the test."""
-    with OpenAIServer() as running:
-        yield running
 
 
 @attrs.define

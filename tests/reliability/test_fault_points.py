@@ -389,11 +389,6 @@ def rest_of_attempt(reached: list[Port], at: int) -> list[Port]:
     return [port for port in rest if port != "stream"]
 
 
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[ModelServer]:
     """The demo's model on loopback, without the pause between chunks that makes it readable."""

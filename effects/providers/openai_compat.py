@@ -691,12 +691,13 @@ class _Stream:
         The hot loop: every chunk passes here, so names are bound to locals.
         """
         data, fold, progress = self.data, self.fold, sink.progress
+        # Without a verbatim parser, text goes straight to the sink (one coroutine less a chunk).
+        deliver, keep = (sink.deliver, self.text.append) if self.parser is None else (None, None)
         for line in lines:
-            if line.startswith("data:"):
-                # SSE joins the data lines of one event with newlines.
-                data = line[5:] if data is None else f"{data}\n{line[5:]}"
-            elif data is not None and not line:
+            if not line:
                 # A blank line ends the event; one without data (`data:`) is skipped.
+                if data is None:
+                    continue
                 payload, data = data.strip(), None
                 if not payload:
                     continue
@@ -705,10 +706,17 @@ class _Stream:
                     return True
                 progress()
                 text = fold(payload)
-                if text and await self.show(text, sink):
-                    return True
+                if text:
+                    if deliver is not None:
+                        keep(text)
+                        await deliver(text)
+                    elif await self.show(text, sink):
+                        return True
                 if self.finish_reason is not None:
                     return True
+            elif line.startswith("data:"):
+                # SSE joins the data lines of one event with newlines.
+                data = line[5:] if data is None else f"{data}\n{line[5:]}"
             # Comments (`: keep-alive`), `event:`, `id:` and `retry:` lines are ignored.
         self.data = data
         return False
@@ -786,11 +794,8 @@ class _Stream:
         self.calls.setdefault(index, _CallParts()).add(fragment, where)
 
     async def show(self, text: str, sink: StreamSink) -> bool:
-        """Deliver visible text (through the verbatim parser when it runs); True on a call."""
-        if self.parser is None:
-            self.text.append(text)
-            await sink.deliver(text)
-            return False
+        """Deliver visible text through the verbatim parser; True on a call."""
+        assert self.parser is not None  # Without a parser, `take` delivers text itself.
         # The parser hands out text or a call per feed: a call queued behind the text
         # it just released comes out of the next feed, hence `feed("")` until it is dry.
         fed = self.parser.feed(text)

@@ -692,7 +692,7 @@ class _Stream:
         """
         data, fold, progress = self.data, self.fold, sink.progress
         # Without a verbatim parser, text goes straight to the sink (one coroutine less a chunk).
-        deliver, keep = (sink.deliver, self.text.append) if self.parser is None else (None, None)
+        deliver, keep = sink.deliver if self.parser is None else None, self.text.append
         for line in lines:
             if not line:
                 # A blank line ends the event; one without data (`data:`) is skipped.

@@ -11,6 +11,7 @@ import collections
 from collections.abc import Sequence
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from toolloop.effects.ports import KillHandle, Notice, StreamSpan
@@ -18,6 +19,37 @@ from toolloop.engine.events import StopRequest
 
 REGISTRATION_LOG = 1000
 """How many kill-handle registrations `MemoryTurnControl` remembers."""
+
+
+class Signal:
+    """A kill signal whose event exists only while a tool waits on it.
+
+    An idle turn holds a flag, not an `anyio.Event` (on asyncio, 760 bytes with
+    its waiter queue): a bot keeps a turn control per channel, and most turns
+    are never killed.
+    """
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: anyio.Event | None = None
+
+    def set(self) -> None:
+        self._set = True
+        if self._event is not None:
+            self._event.set()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    async def wait(self) -> None:
+        if self._set:
+            await anyio.lowlevel.checkpoint()
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
 
 
 class MemoryTurnControl:
@@ -43,7 +75,7 @@ class MemoryTurnControl:
         Off by default: a bot's controls need no log. Only the last
         `REGISTRATION_LOG` entries; one attempt makes at most 400.
         """
-        self._killed = anyio.Event()
+        self._killed = Signal()
         self._follow_up: anyio.Event | None = None
         """Exists only while someone waits for a follow-up; set once one is pending."""
         self._follow_up_waiters = 0
@@ -64,7 +96,7 @@ class MemoryTurnControl:
         to the channel, not to one turn.
         """
         if self._killed.is_set():
-            self._killed = anyio.Event()
+            self._killed = Signal()
         self._request(StopRequest.NONE)
         self.tool_chain_active = False
 
@@ -136,7 +168,7 @@ class MemoryTurnControl:
             self.registrations.append(("deregister", f"kill:{id(handle)}"))
 
     @property
-    def killed(self) -> anyio.Event:
+    def killed(self) -> Signal:
         return self._killed
 
 

@@ -49,6 +49,7 @@ from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
 from toolloop.effects.observe import HostObserver, NoticeShown, host_events
 from toolloop.effects.ports import (
     Channel,
+    KillSignal,
     Notice,
     Provider,
     StreamingContext,
@@ -129,8 +130,9 @@ async def run_tool_loop(
 ) -> GenerationTurnResult:
     """Run one generation attempt to its result (or the error it raises, `ImpersonationAborted`).
 
-    `catalog` defaults to the shipped notices, `stash` to an empty stash (a bot
-    passes the one its enrichment tools put items into). `on_event` gets the
+    `catalog` defaults to the shipped notices. `stash` is the one a bot's
+    enrichment tools put items into; without one, every take finds nothing (no
+    tool can have put an item). `on_event` gets the
     typed host events (`toolloop.effects.observe`); `attempt` is this attempt's
     index in the fallback chain, which names its streams.
     """
@@ -143,7 +145,7 @@ async def run_tool_loop(
             channel=channel,
             control=control,
             catalog=catalog or NoticeCatalog.default(),
-            stash=ContextStash() if stash is None else stash,
+            stash=stash,
             reply_to=reply_to,
             verbatim=verbatim,
             observer=observer,
@@ -181,13 +183,26 @@ class _Alarm:
         if self._scope is not None:
             self._scope.cancel()
 
+    def start(self, until: float) -> anyio.CancelScope:
+        """The scope of one wait: it ends at `until` or at `wake`. Call `stop` after it.
+
+        The supervisor enters it in its own frame: a coroutine around each wait
+        would be one more frame held by every waiting turn.
+        """
+        self._scope = anyio.move_on_at(until)
+        return self._scope
+
+    def stop(self) -> bool:
+        """After the wait's scope: True if what it awaited finished (no deadline, no wake)."""
+        scope, self._scope = self._scope, None
+        assert scope is not None, "stop follows start"
+        return not scope.cancelled_caught
+
     async def wait(self, waiting: Awaitable[None], until: float) -> bool:
         """Await `waiting` until `until` passes or `wake` is called: True if it finished."""
-        with anyio.move_on_at(until) as scope:
-            self._scope = scope
+        with self.start(until):
             await waiting
-        self._scope = None
-        return not scope.cancelled_caught
+        return self.stop()
 
 
 class _Call:
@@ -348,7 +363,8 @@ class _Interpreter:
     channel: Channel
     control: TurnControl
     catalog: NoticeCatalog
-    stash: ContextStash
+    stash: ContextStash | None
+    """None when the bot passed none: no tool can have put an item, every take finds none."""
     reply_to: str | None
     verbatim: bool
     observer: Observer | None
@@ -361,7 +377,7 @@ class _Interpreter:
     """The call in progress, until its runner or the supervisor releases it."""
     _chain_active: bool = attrs.field(init=False, default=False)
     """A `function_call` stream arrived this attempt: follow-ups no longer interrupt."""
-    _killed: anyio.Event = attrs.field(init=False)
+    _killed: KillSignal = attrs.field(init=False)
     """The turn's kill signal, read once: the attempt belongs to one turn."""
     _stream_timeout: float = attrs.field(init=False)
     _tool_timeout: float = attrs.field(init=False)
@@ -386,10 +402,14 @@ class _Interpreter:
             if isinstance(watched, _Sink) and watched.follow_ups is not None:
                 # A stream before the chain is active: a follow-up ends it (SPEC 5). Its
                 # runner wakes the alarm when it starts and releases such a stream.
-                if await alarm.wait(self.control.wait_for_follow_up(), alarm.armed):
+                with alarm.start(alarm.armed):
+                    await self.control.wait_for_follow_up()
+                if alarm.stop():
                     watched.interrupt()
             else:
-                await alarm.wait(self._runner.wait(), alarm.armed)
+                with alarm.start(alarm.armed):
+                    await self._runner.wait()
+                alarm.stop()
             call = self._current
             if call is None:
                 alarm.armed = math.inf
@@ -457,36 +477,36 @@ class _Interpreter:
         """Step the loop from `state` and `event` to its outcome, unless a call is taken.
 
         A taken call cancels its runner (`TaskHandle.cancel`, whose scope ends the
-        task quietly) or, when it returns anyway, raises `_Superseded`.
+        task quietly) or, when it returns anyway, raises `_Superseded`. One frame
+        for the whole chain: a frame per layer would be held by every waiting turn.
         """
+        observer = self.observer
         try:
-            self._outcome = await self._loop(state, event)
+            while True:
+                out = step(state, event)
+                if observer is not None:
+                    observer(state, event, out)
+                if self.on_event is not None:
+                    for shown in host_events(self.attempt, state, event, out, self.registry.redact):
+                        self.on_event(shown)
+                state = self._state = out.state
+                *fire_and_forget, last = out.effects
+                for effect in fire_and_forget:
+                    pending = self._perform(effect)
+                    if pending is not None:
+                        await pending
+                if isinstance(last, fx.Finish):
+                    self._outcome = last.result
+                    return
+                if isinstance(last, fx.RaiseError):
+                    self._outcome = RAISES[last.kind](last.message)
+                    return
+                answer = self._perform(last)
+                event = _answer(last, None if answer is None else await answer)
         except _Superseded:
             return
         except Exception as error:  # the attempt's failure, raised by `run_tool_loop`
             self._outcome = error
-
-    async def _loop(self, state: IterationState, event: Event) -> GenerationTurnResult:
-        observer = self.observer
-        while True:
-            out = step(state, event)
-            if observer is not None:
-                observer(state, event, out)
-            if self.on_event is not None:
-                for shown in host_events(self.attempt, state, event, out, self.registry.redact):
-                    self.on_event(shown)
-            state = self._state = out.state
-            *fire_and_forget, last = out.effects
-            for effect in fire_and_forget:
-                pending = self._perform(effect)
-                if pending is not None:
-                    await pending
-            if isinstance(last, fx.Finish):
-                return last.result
-            if isinstance(last, fx.RaiseError):
-                raise RAISES[last.kind](last.message)
-            answer = self._perform(last)
-            event = _answer(last, None if answer is None else await answer)
 
     def _perform(self, effect: fx.Effect) -> Awaitable[Event | None] | None:
         """Carry out `effect`: done when None, else the awaitable that finishes it."""
@@ -621,7 +641,7 @@ class _Interpreter:
         return notify
 
     async def _take_stash(self, effect: fx.TakeStashedContext) -> StashTaken:
-        return StashTaken(item=self.stash.take(effect.key))
+        return StashTaken(item=None if self.stash is None else self.stash.take(effect.key))
 
     # -- notices ---------------------------------------------------------------------------
 

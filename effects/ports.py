@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
-import anyio
 import attrs
 
 from toolloop.engine.commands import StreamOnce
@@ -115,7 +114,7 @@ class StreamingContext:
 class ToolInvocation:
     """What a running tool gets from the interpreter, live: kill signal, notices, its stream."""
 
-    killed: anyio.Event
+    killed: KillSignal
     """Set when the turn is killed: a tool waits on it to cancel its own I/O."""
     notify: Callable[[str], Awaitable[None]]
     """Send a progress notice (a no-op when the turn suppresses progress notices)."""
@@ -186,6 +185,18 @@ class Channel(Protocol):
 KillHandle = Callable[[], None]
 
 
+class KillSignal(Protocol):
+    """The turn's kill signal as tools and the interpreter read it; an `anyio.Event` is one."""
+
+    def is_set(self) -> bool:
+        """True once the turn is killed."""
+        ...
+
+    async def wait(self) -> None:
+        """Return once the turn is killed."""
+        ...
+
+
 class TurnControl(Protocol):
     """The channel's turn state: stop and follow-up requests, counters, the kill."""
 
@@ -229,6 +240,6 @@ class TurnControl(Protocol):
         """Remove a handle given to `register_kill`; the interpreter does so on every path."""
 
     @property
-    def killed(self) -> anyio.Event:
+    def killed(self) -> KillSignal:
         """The turn's kill signal, set by a genuine kill; tools wait on it to cancel their I/O."""
         ...

@@ -32,12 +32,11 @@ import re
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeAlias, TypeVar
 
-import anyio
 import attrs
 from jsonschema.protocols import Validator
 
 from toolloop.effects.clock import loop_clock
-from toolloop.effects.ports import ToolInvocation
+from toolloop.effects.ports import KillSignal, ToolInvocation
 from toolloop.effects.signature import SignatureError, takes_arguments_dict, typed_tool
 from toolloop.effects.tool_schema import ToolSchemaError as ToolSchemaError
 from toolloop.effects.tool_schema import accepting, problems
@@ -97,7 +96,7 @@ class ToolCall:
     """The interpreter's handles: the turn's kill signal and progress notices."""
 
     @property
-    def killed(self) -> anyio.Event:
+    def killed(self) -> KillSignal:
         """Set when the turn is killed: wait on it to cancel the tool's own I/O."""
         return self.invocation.killed
 

@@ -11,12 +11,18 @@ values (`make bench` shows what `step` gains). Setting the fields one by one
 keeps the dict sharing its keys with the class's other instances: assigning a
 whole new dict would not, and a held value would take about 40% more memory.
 
-It takes only the classes it builds exactly as their `__init__` would: frozen,
-dict-backed and keyword-only, with plain defaults or factories, and no
-validator, converter or `__attrs_post_init__`. Anything else is refused when
-the constructor is made, on import, not on a step.
+A slotted class is built through its slots' own setters instead: about a
+third slower than a dict-backed one, for the values a turn holds to its end
+(a history entry takes 72 bytes slotted, 192 with its dict).
+
+It takes only the classes it builds exactly as their `__init__` would: frozen
+and keyword-only, with plain defaults or factories, and no validator,
+converter or `__attrs_post_init__`. Anything else is refused when the
+constructor is made, on import, not on a step.
 """
 
+import inspect
+import types
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -43,23 +49,27 @@ def constructor(cls: Callable[P, T]) -> Callable[P, T]:
     params, items = [], []
     for field in attrs.fields(cls):
         name, default = field.alias, field.default
+        value = name
         if default is attrs.NOTHING:
             params.append(name)
-            items.append(f"    _fields[{field.name!r}] = {name}\n")
         elif isinstance(default, attrs.Factory):  # type: ignore[arg-type]
             names[f"_factory_{name}"] = default.factory
             params.append(f"{name}=_unset")
             value = f"_factory_{name}() if {name} is _unset else {name}"
-            items.append(f"    _fields[{field.name!r}] = {value}\n")
         else:
             names[f"_default_{name}"] = default
             params.append(f"{name}=_default_{name}")
-            items.append(f"    _fields[{field.name!r}] = {name}\n")
+        slot = inspect.getattr_static(cls, field.name, None)
+        if isinstance(slot, types.MemberDescriptorType):
+            names[f"_set_{name}"] = slot.__set__
+            items.append(f"    _set_{name}(_instance, {value})\n")
+        else:
+            items.append(f"    _fields[{field.name!r}] = {value}\n")
     signature = f"*, {', '.join(params)}" if params else ""
     source = (
         f"def {cls.__name__}({signature}):\n"
         "    _instance = _new(_cls)\n"
-        "    _fields = _instance.__dict__\n"
+        f"{'    _fields = _instance.__dict__' if '__dict__' in dir(cls) else ''}\n"
         f"{''.join(items)}"
         "    return _instance\n"
     )
@@ -72,8 +82,6 @@ def constructor(cls: Callable[P, T]) -> Callable[P, T]:
 def _check(cls: type) -> None:
     """Refuse a class whose `__init__` does more than fill its fields."""
     problems = []
-    if "__dict__" not in dir(cls):
-        problems.append("its instances have no __dict__ (a slotted class)")
     if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
         problems.append("it has an __attrs_pre_init__ or __attrs_post_init__")
     for field in attrs.fields(cls):

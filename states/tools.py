@@ -27,9 +27,12 @@ class ToolResult:
     image_metadata: JsonObject | None = None
 
 
-@attrs.frozen(kw_only=True, slots=False)
+@attrs.frozen(kw_only=True)
 class ToolHistoryEntry:
-    """One accepted call and its response, passed to every later provider call."""
+    """One accepted call and its response, passed to every later provider call.
+
+    Slotted, unlike the per-step values: a turn holds every entry to its end.
+    """
 
     function_call: FunctionCall
     function_response: JsonObject

@@ -25,7 +25,7 @@ PUBLIC = {
     # the ports, and the in-memory ones
     *("Channel", "ContextStash", "KillHandle", "MemoryTurnControl", "Notice", "NoticeCatalog"),
     *("Provider", "RecordingChannel", "StreamRequest", "StreamSink", "StreamSpan"),
-    *("ToolInvocation",),
+    *("KillSignal", "ToolInvocation"),
     *("ToolRegistryPort", "TurnControl"),
     # the provider and the loopback model server
     *("ModelServer", "OpenAICompatProvider"),

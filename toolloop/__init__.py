@@ -18,6 +18,7 @@ from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.ports import (
     Channel,
     KillHandle,
+    KillSignal,
     Notice,
     Provider,
     StreamRequest,
@@ -123,6 +124,7 @@ __all__ = [
     "IterationState",
     "JsonObject",
     "KillHandle",
+    "KillSignal",
     "Level",
     "LoadedConfig",
     "Log",

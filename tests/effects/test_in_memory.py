@@ -68,6 +68,25 @@ class TestMemoryTurnControl:
 
 
 @pytest.mark.anyio
+async def test_the_kill_signal_wakes_a_tool_waiting_on_it_and_lets_a_late_one_through() -> None:
+    """A tool waiting on `killed` wakes on `kill()`; one waiting after it returns at once."""
+    control, woke = MemoryTurnControl(), list[str]()
+
+    async def tool(name: str) -> None:
+        await control.killed.wait()
+        woke.append(name)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(tool, "waiting")
+        await anyio.wait_all_tasks_blocked()
+        assert woke == []
+        control.kill()
+    with anyio.fail_after(1):
+        await tool("late")
+    assert woke == ["waiting", "late"]
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_the_recording_channel_keeps_everything_in_order(anyio_backend: str) -> None:
     """Text chunks become numbered messages; visible and hidden notices keep one order."""

@@ -55,6 +55,21 @@ class Signal:
 class MemoryTurnControl:
     """The turn state of one channel, kept in memory."""
 
+    __slots__ = (
+        "_follow_up",
+        "_follow_up_waiters",
+        "_killed",
+        "follow_up_count",
+        "kill_handles",
+        "registrations",
+        "request",
+        "retained",
+        "stop_context_queued",
+        "stop_response_queued",
+        "tool_chain_active",
+        "tool_usage",
+    )
+
     def __init__(
         self, *, stop_context_queued: bool = False, record_registrations: bool = False
     ) -> None:

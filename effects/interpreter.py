@@ -491,10 +491,12 @@ class _Interpreter:
                         self.on_event(shown)
                 state = self._state = out.state
                 *fire_and_forget, last = out.effects
-                for effect in fire_and_forget:
-                    pending = self._perform(effect)
+                for pending in map(self._perform, fire_and_forget):
                     if pending is not None:
                         await pending
+                # While it waits, a turn holds its state and the effect it awaits, not the
+                # step, its other effects or the event that led here (a held turn's memory).
+                del out, event, fire_and_forget
                 if isinstance(last, fx.Finish):
                     self._outcome = last.result
                     return

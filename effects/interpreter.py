@@ -102,6 +102,7 @@ class ImpersonationAborted(ToolloopError, RuntimeError):
 # What every provider call and tool builds, without attrs' call (`engine.construct`).
 _new_stream_request = constructor(StreamRequest)
 _new_stream_ended = constructor(StreamEnded)
+_new_stream_span = constructor(StreamSpan)
 _new_tool_invocation = constructor(ToolInvocation)
 _new_streaming_context = constructor(StreamingContext)
 _new_tool_settled = constructor(ToolSettled)
@@ -561,7 +562,7 @@ class _Interpreter:
     # -- stage 01 --------------------------------------------------------------------------
 
     async def _stream_once(self, effect: fx.StreamOnce) -> StreamEnded:
-        span = StreamSpan(
+        span = _new_stream_span(
             attempt=self.attempt,
             iteration=effect.iteration,
             reply_to=self.reply_to,

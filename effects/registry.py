@@ -115,6 +115,7 @@ FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
 
 
 _new_tool_call = constructor(ToolCall)
+_new_tool_result = constructor(ToolResult)
 """Built for every call the registry runs (`engine.construct`)."""
 
 
@@ -362,7 +363,7 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
     if returned is None:
         return ToolResult(success=True)
     if isinstance(returned, dict):
-        returned = ToolResult(success=True, data=returned)
+        returned = _new_tool_result(success=True, data=returned)
     if not isinstance(returned, ToolResult):
         kind = type(returned).__name__
         return _failure(
@@ -378,8 +379,9 @@ def _checked(name: str, result: ToolResult) -> ToolResult:
     """
     data, error, message = result.data, result.error, result.message
     try:
+        if data is not None:
+            check_json(data, where="data")
         for where, value in (
-            ("data", data),
             ("image_metadata", result.image_metadata),
             ("error", error),
             ("message", message),

@@ -349,6 +349,10 @@ class _Sink(_Call):
         return "".join(self.parts)
 
 
+C = TypeVar("C", _Sink, _ToolRun)
+E = TypeVar("E", StreamEnded, ToolSettled)
+
+
 class _Superseded(Exception):
     """The runner's call was taken: the loop goes on in another runner, this one ends."""
 
@@ -522,10 +526,13 @@ class _Interpreter:
             )
         return performer(self, effect)
 
-    async def _call(self, call: _Sink | _ToolRun, work: Awaitable[T]) -> T:
+    async def _call(self, call: C, work: Awaitable[T], settle: Callable[[C, T], E]) -> E:
         """Await `work` with `call` registered as the kill handle and watched by the supervisor.
 
-        Raises `_Superseded` (or the cancellation) once the call was taken.
+        Its value, settled into the next event. The one coroutine of a provider call or
+        a tool: its performer prepares it in the runner's frame, so a waiting turn holds
+        no frame of its own. Raises `_Superseded` (or the cancellation) once the call
+        was taken.
         """
         self.control.register_kill(call)
         self._current = call
@@ -548,7 +555,7 @@ class _Interpreter:
         if not call.returned():
             raise _Superseded
         self._release(call)
-        return value
+        return settle(call, value)
 
     def _release(self, call: _Call) -> None:
         self.control.deregister_kill(call)
@@ -561,7 +568,7 @@ class _Interpreter:
 
     # -- stage 01 --------------------------------------------------------------------------
 
-    async def _stream_once(self, effect: fx.StreamOnce) -> StreamEnded:
+    def _stream_once(self, effect: fx.StreamOnce) -> Awaitable[StreamEnded]:
         span = _new_stream_span(
             attempt=self.attempt,
             iteration=effect.iteration,
@@ -585,12 +592,14 @@ class _Interpreter:
         stream = self.provider.stream(request, sink)
         if sink.follow_ups is not None:
             stream = sink.watch(stream)
-        result = await self._call(sink, stream)
+        return self._call(sink, stream, self._stream_ended)
+
+    def _stream_ended(self, sink: _Sink, result: StreamResult) -> StreamEnded:
         return _new_stream_ended(result=result, stop=self.control.pending_request())
 
     # -- stage 02 --------------------------------------------------------------------------
 
-    async def _dispatch(self, effect: fx.DispatchTool) -> ToolSettled:
+    def _dispatch(self, effect: fx.DispatchTool) -> Awaitable[ToolSettled]:
         context = effect.context
         call = _ToolRun(effect, self._runner, self._alarm, self._tool_timeout)
         invocation = _new_tool_invocation(
@@ -599,7 +608,7 @@ class _Interpreter:
             streaming=self._streaming_context(),
         )
         work = self.registry.execute(effect.call, context, invocation)
-        return self._tool_settled(call, await self._call(call, work))
+        return self._call(call, work, self._tool_settled)
 
     def _streaming_context(self) -> StreamingContext:
         """The live stream the call being dispatched came from (SPEC 6 step 3)."""

@@ -21,7 +21,7 @@ REGISTRATION_LOG = 1000
 """How many kill-handle registrations `MemoryTurnControl` remembers."""
 
 
-class Signal:
+class MemoryKillSignal:
     """A kill signal whose event exists only while a tool waits on it.
 
     An idle turn holds a flag, not an `anyio.Event` (on asyncio, 760 bytes with
@@ -90,7 +90,7 @@ class MemoryTurnControl:
         Off by default: a bot's controls need no log. Only the last
         `REGISTRATION_LOG` entries; one attempt makes at most 400.
         """
-        self._killed = Signal()
+        self._killed = MemoryKillSignal()
         self._follow_up: anyio.Event | None = None
         """Exists only while someone waits for a follow-up; set once one is pending."""
         self._follow_up_waiters = 0
@@ -111,7 +111,7 @@ class MemoryTurnControl:
         to the channel, not to one turn.
         """
         if self._killed.is_set():
-            self._killed = Signal()
+            self._killed = MemoryKillSignal()
         self._request(StopRequest.NONE)
         self.tool_chain_active = False
 
@@ -183,7 +183,7 @@ class MemoryTurnControl:
             self.registrations.append(("deregister", f"kill:{id(handle)}"))
 
     @property
-    def killed(self) -> Signal:
+    def killed(self) -> MemoryKillSignal:
         return self._killed
 
 

@@ -115,8 +115,9 @@ FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
 
 
 _new_tool_call = constructor(ToolCall)
-_new_tool_result = constructor(ToolResult)
 """Built for every call the registry runs (`engine.construct`)."""
+_new_tool_result = constructor(ToolResult)
+"""Built for every tool that returns a dict."""
 
 
 @attrs.frozen(kw_only=True)

@@ -3,17 +3,24 @@
 import importlib
 import pkgutil
 import sys
+from collections.abc import Iterable
 
 import tests.bench as package
 
 
+def modules(path: Iterable[str]) -> list[str]:
+    """The benchmark modules (`bench_*`) under `path`, by name."""
+    return sorted(
+        info.name for info in pkgutil.iter_modules(path) if info.name.startswith("bench_")
+    )
+
+
 def main() -> None:
     only = set(sys.argv[1:])
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        if not info.name.startswith("bench_") or (only and info.name not in only):
-            continue
-        print(f"== {info.name}", flush=True)
-        importlib.import_module(f"tests.bench.{info.name}").main()
+    for name in modules(package.__path__):
+        if not only or name in only:
+            print(f"== {name}", flush=True)
+            importlib.import_module(f"tests.bench.{name}").main()
 
 
 if __name__ == "__main__":

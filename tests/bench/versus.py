@@ -1,0 +1,91 @@
+"""`make bench` figures of another revision beside this tree's, measured in one run.
+
+    python -m tests.bench.versus REV [MODULE ...]     e.g. versus 4362524 bench_step
+
+A figure compares only with one measured on the same host at the same time,
+and two versions of toolloop cannot share a process. So this exports REV
+(`git archive`) to a temporary directory and runs each bench module (all of
+this tree's by default) there and here, alternating, `ROUNDS` times, each run
+in its own process importing only its own tree's `toolloop` and `tests`. A
+module REV does not have is said so, not run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import tests.bench as package
+from tests.bench.__main__ import modules
+
+ROUNDS = 2
+HERE = Path(__file__).resolve().parents[2]
+
+# Run in the child: import `toolloop` from the farm of symlinks only, never from the
+# editable install of this checkout, then run the named modules of the tree's own bench.
+CHILD = """
+import importlib, sys
+farm, tree, label, *names = sys.argv[1:]
+sys.meta_path[:] = [
+    f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")
+]
+sys.path[:0] = [farm, tree]
+import toolloop.engine
+assert toolloop.engine.__file__.startswith(farm), toolloop.engine.__file__
+print(f"{label}: toolloop from {farm}", flush=True)
+for name in names:
+    print(f"== {label}: {name}", flush=True)
+    importlib.import_module(f"tests.bench.{name}").main()
+"""
+
+
+def farm(tree: Path, into: Path) -> Path:
+    """A directory holding `toolloop/` as the package-dir mapping lays it out for `tree`."""
+    root = into / "toolloop"
+    root.mkdir(parents=True)
+    for name in ("__init__.py", "py.typed"):
+        if (tree / "toolloop" / name).exists():
+            (root / name).symlink_to(tree / "toolloop" / name)
+    for folder in ("effects", "engine", "specs", "states", "tools"):
+        (root / folder).symlink_to(tree / folder)
+    return into
+
+
+def export(rev: str, into: Path) -> Path:
+    """REV's files, as `git archive` gives them; a revision git cannot export ends the run."""
+    into.mkdir()
+    archived = subprocess.run(["git", "-C", str(HERE), "archive", rev], capture_output=True)
+    if archived.returncode:
+        sys.exit(f"versus: git cannot export {rev!r}: {archived.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archived.stdout, check=True)
+    return into
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    rev, wanted = sys.argv[1], sys.argv[2:] or modules(package.__path__)
+    with tempfile.TemporaryDirectory(prefix="toolloop-versus-") as scratch:
+        other = export(rev, Path(scratch) / "tree")
+        missing = [name for name in wanted if not (other / "tests/bench" / f"{name}.py").exists()]
+        for name in missing:
+            print(f"{rev} has no tests/bench/{name}.py: not run there", flush=True)
+        sides = [
+            (
+                farm(other, Path(scratch) / "farm-rev"),
+                other,
+                [n for n in wanted if n not in missing],
+            ),
+            (farm(HERE, Path(scratch) / "farm-here"), HERE, wanted),
+        ]
+        for _ in range(ROUNDS):
+            for farmed, tree, names in sides:
+                if names:
+                    command = [sys.executable, "-c", CHILD, str(farmed), str(tree), *names]
+                    subprocess.run(command, cwd=tree, check=True)
+
+
+if __name__ == "__main__":
+    main()

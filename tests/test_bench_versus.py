@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.bench.versus import CHILD, HERE, export, farm
+from tests.bench.versus import HERE, export, side
 
 
 def test_a_revision_runs_against_its_own_exported_code(tmp_path: Path) -> None:
@@ -16,10 +16,9 @@ def test_a_revision_runs_against_its_own_exported_code(tmp_path: Path) -> None:
         ["git", "-C", str(HERE), "show", "HEAD:engine/step.py"], capture_output=True, check=True
     ).stdout
     assert (exported / "engine" / "step.py").read_bytes() == committed
-    farmed = farm(exported, tmp_path / "farm")
-    command = [sys.executable, "-c", CHILD, str(farmed), str(exported), "HEAD"]
-    child = subprocess.run(command, cwd=exported, capture_output=True, text=True, check=True)
-    assert child.stdout == f"HEAD: toolloop from {farmed}\n"
+    command, cwd = side(exported, tmp_path / "farm", "HEAD", [])
+    child = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=True)
+    assert child.stdout == f"HEAD: toolloop from {tmp_path / 'farm'}\n"
 
 
 def test_a_revision_git_cannot_export_ends_the_run_naming_it() -> None:

@@ -72,19 +72,23 @@ def main() -> None:
         missing = [name for name in wanted if not (other / "tests/bench" / f"{name}.py").exists()]
         for name in missing:
             print(f"{rev} has no tests/bench/{name}.py: not run there", flush=True)
-        sides = [
-            (
-                farm(other, Path(scratch) / "farm-rev"),
-                other,
-                [n for n in wanted if n not in missing],
-            ),
-            (farm(HERE, Path(scratch) / "farm-here"), HERE, wanted),
+        there = [name for name in wanted if name not in missing]
+        runs = [
+            side(tree, Path(scratch) / farmed, label, names)
+            for tree, farmed, label, names in (
+                (other, "farm-rev", rev, there),
+                (HERE, "farm-here", "this tree", wanted),
+            )
+            if names
         ]
         for _ in range(ROUNDS):
-            for farmed, tree, names in sides:
-                if names:
-                    command = [sys.executable, "-c", CHILD, str(farmed), str(tree), *names]
-                    subprocess.run(command, cwd=tree, check=True)
+            for command, tree in runs:
+                subprocess.run(command, cwd=tree, check=True)
+
+
+def side(tree: Path, into: Path, label: str, names: list[str]) -> tuple[list[str], Path]:
+    """The command running `names` against `tree`'s own code, printed under `label`; its cwd."""
+    return [sys.executable, "-c", CHILD, str(farm(tree, into)), str(tree), label, *names], tree
 
 
 if __name__ == "__main__":

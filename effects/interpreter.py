@@ -187,8 +187,8 @@ class _Alarm:
     def start(self, until: float) -> anyio.CancelScope:
         """The scope of one wait: it ends at `until` or at `wake`. Call `stop` after it.
 
-        The supervisor enters it in its own frame: a coroutine around each wait
-        would be one more frame held by every waiting turn.
+        The waiter enters it in its own frame: a coroutine around each wait would
+        be one more frame held by every waiting turn.
         """
         self._scope = anyio.move_on_at(until)
         return self._scope
@@ -198,12 +198,6 @@ class _Alarm:
         scope, self._scope = self._scope, None
         assert scope is not None, "stop follows start"
         return not scope.cancelled_caught
-
-    async def wait(self, waiting: Awaitable[None], until: float) -> bool:
-        """Await `waiting` until `until` passes or `wake` is called: True if it finished."""
-        with self.start(until):
-            await waiting
-        return self.stop()
 
 
 class _Call:
@@ -345,6 +339,11 @@ class _Sink(_Call):
         return result
 
     @property
+    def interruptible(self) -> bool:
+        """A follow-up ends this stream: it started before the tool chain was active."""
+        return self.follow_ups is not None
+
+    @property
     def text(self) -> str:
         return "".join(self.parts)
 
@@ -404,17 +403,15 @@ class _Interpreter:
         alarm = self._alarm
         while self._outcome is None:
             watched = self._current
-            if isinstance(watched, _Sink) and watched.follow_ups is not None:
-                # A stream before the chain is active: a follow-up ends it (SPEC 5). Its
-                # runner wakes the alarm when it starts and releases such a stream.
-                with alarm.start(alarm.armed):
-                    await self.control.wait_for_follow_up()
-                if alarm.stop():
-                    watched.interrupt()
-            else:
-                with alarm.start(alarm.armed):
-                    await self._runner.wait()
-                alarm.stop()
+            # A stream before the chain is active ends at a follow-up (SPEC 5): the
+            # supervisor waits for one instead of the runner. The runner wakes the alarm
+            # when it starts and releases such a stream.
+            sink = watched if isinstance(watched, _Sink) and watched.interruptible else None
+            waited = self._runner.wait() if sink is None else self.control.wait_for_follow_up()
+            with alarm.start(alarm.armed):
+                await waited
+            if alarm.stop() and sink is not None:
+                sink.interrupt()
             call = self._current
             if call is None:
                 alarm.armed = math.inf
@@ -429,8 +426,7 @@ class _Interpreter:
         call.taken = True
         try:
             if isinstance(call, _Sink):
-                result = await self._abandoned(call)
-                event: Event = StreamEnded(result=result, stop=self.control.pending_request())
+                event: Event = self._stream_ended(call, await self._abandoned(call))
             else:
                 event = self._tool_settled(call, self._overdue_tool(call))
         finally:
@@ -455,7 +451,9 @@ class _Interpreter:
             return _stopped(sink)
         sink.settled = anyio.Event()
         settle = self.config.stream_abandoned_settle_timeout_ms / 1000
-        await self._alarm.wait(sink.settled.wait(), self._alarm.now() + settle)
+        with self._alarm.start(self._alarm.now() + settle):
+            await sink.settled.wait()
+        self._alarm.stop()
         if sink.killed:
             return _stopped(sink)
         seconds = _seconds(self.config.stream_sdk_call_timeout_ms)
@@ -537,7 +535,7 @@ class _Interpreter:
         self.control.register_kill(call)
         self._current = call
         self._alarm.arm(call.deadline)
-        if isinstance(call, _Sink) and call.follow_ups is not None:
+        if isinstance(call, _Sink) and call.interruptible:
             self._alarm.wake()  # the supervisor now waits for a follow-up too
         if self._killed.is_set():  # killed between calls: this one ends at once too
             call()
@@ -563,7 +561,7 @@ class _Interpreter:
         call.close()
         if isinstance(call, _Sink):  # released once per call, on every path
             self.channel.stream_ended(call.span)
-            if call.follow_ups is not None:
+            if call.interruptible:
                 self._alarm.wake()  # the supervisor stops waiting for a follow-up
 
     # -- stage 01 --------------------------------------------------------------------------
@@ -579,8 +577,7 @@ class _Interpreter:
         sink = _Sink(
             effect, self._runner, self._alarm, self.channel, span, self._stream_timeout, follow_ups
         )
-        if follow_ups is not None:
-            sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
+        sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
         request = _new_stream_request(
             turn=self.turn,
             once=effect,
@@ -590,7 +587,7 @@ class _Interpreter:
         )
         self.channel.stream_started(span)
         stream = self.provider.stream(request, sink)
-        if sink.follow_ups is not None:
+        if sink.interruptible:
             stream = sink.watch(stream)
         return self._call(sink, stream, self._stream_ended)
 

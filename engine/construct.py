@@ -43,9 +43,7 @@ def constructor(cls: Callable[P, T]) -> Callable[P, T]:
     if not (isinstance(cls, type) and attrs.has(cls)):
         raise UnsupportedClass(f"{cls!r} is not an attrs class")
     _check(cls)
-    unset = object()
-    names: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    names["_unset"] = unset
+    names: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_unset": object()}
     params, items = [], []
     for field in attrs.fields(cls):
         name, default = field.alias, field.default

@@ -45,8 +45,9 @@ docs: install typed
 docs-serve: install typed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
-# What a user gets: build the sdist and the wheel, install the wheel with its
-# `cli` extra into a fresh venv (no test tools, nothing editable), then run
+# What a user gets: build the sdist and the wheel, install the wheel by its
+# distribution name, `toolloop-engine[cli]` (pip refuses a wheel of another
+# name), into a fresh venv (no test tools, nothing editable), then run
 # there, outside the repository: `import toolloop` and a turn under both anyio
 # backends (tests/wheel_check.py), the embedding example of docs/embedding.md,
 # and `toolloop demo`; and with no extra at all: `import toolloop`, and the
@@ -56,15 +57,16 @@ wheel-check: install
 	$(BIN)/python -m build --sdist --wheel --outdir $(WHEEL)/dist . >$(WHEEL)/build.log
 	ls -l $(WHEEL)/dist
 	$(PY) -m venv $(WHEEL)/venv
-	$(WHEEL)/venv/bin/pip install -q "$$(ls $(WHEEL)/dist/*.whl)[cli]"
+	$(WHEEL)/venv/bin/pip install -q "toolloop-engine[cli] @ file://$$(ls $(CURDIR)/$(WHEEL)/dist/*.whl)"
+	$(WHEEL)/venv/bin/pip show toolloop-engine | grep -x "Name: toolloop-engine"
 	$(BIN)/python -m tests.docs_samples docs/embedding.md 1 >$(WHEEL)/embedding.py
 	cd $(WHEEL) && venv/bin/python ../../tests/wheel_check.py
 	cd $(WHEEL) && venv/bin/python embedding.py
 	cd $(WHEEL) && venv/bin/toolloop demo >demo.out && tail -n 4 demo.out
 	$(PY) -m venv $(WHEEL)/bare
-	$(WHEEL)/bare/bin/pip install -q "$$(ls $(WHEEL)/dist/*.whl)"
+	$(WHEEL)/bare/bin/pip install -q "toolloop-engine @ file://$$(ls $(CURDIR)/$(WHEEL)/dist/*.whl)"
 	cd $(WHEEL) && bare/bin/python -c "import toolloop; print('no extras: import toolloop')"
-	cd $(WHEEL) && bare/bin/toolloop demo 2>demo.err; test $$? -eq 2 && grep "toolloop\[cli\]" demo.err
+	cd $(WHEEL) && bare/bin/toolloop demo 2>demo.err; test $$? -eq 2 && grep "toolloop-engine\[cli\]" demo.err
 
 bench: install
 	$(BIN)/python -m tests.bench

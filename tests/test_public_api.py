@@ -122,7 +122,7 @@ class TestImportCost:
 
 class TestTheCommandLine:
     def test_without_the_cli_extra_the_command_names_it(self) -> None:
-        """`toolloop` without transitions (or rich, trio) says: install `toolloop[cli]`."""
+        """`toolloop` without transitions (or rich, trio) says: install `toolloop-engine[cli]`."""
         done = run_python(
             "import sys; sys.modules['transitions'] = None\n"
             "from toolloop.tools import main\n"
@@ -130,11 +130,11 @@ class TestTheCommandLine:
         )
         assert done.returncode == 2
         assert (
-            done.stderr == "toolloop: this command needs transitions: pip install 'toolloop[cli]'\n"
+            done.stderr == "toolloop: this command needs transitions: pip install 'toolloop-engine[cli]'\n"
         )
 
     def test_without_the_discord_extra_the_discord_command_names_it(self) -> None:
-        """`toolloop discord` without discord.py says to install `toolloop[discord]`, status 2."""
+        """`toolloop discord` without discord.py says to install `toolloop-engine[discord]`, status 2."""
         done = run_python(
             "import sys; sys.modules['discord'] = None\n"
             "from toolloop.tools import main\n"
@@ -142,7 +142,7 @@ class TestTheCommandLine:
         )
         assert done.returncode == 2
         assert done.stderr == (
-            "toolloop: this command needs discord: pip install 'toolloop[discord]'\n"
+            "toolloop: this command needs discord: pip install 'toolloop-engine[discord]'\n"
         )
 
     def test_another_missing_module_is_not_blamed_on_the_extra(self) -> None:

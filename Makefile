@@ -3,6 +3,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+DEMO    := $(VENV)/.demo-installed
 # mypy and mkdocstrings cannot follow setuptools' editable finder, so lint and
 # docs read the package through a farm of symlinks that rebuilds the `toolloop` tree.
 TYPED   := build/typed
@@ -16,13 +17,21 @@ WHEEL   := build/wheel-check
 # Graphviz is optional (`toolloop diagram --format svg|png` says how to get it).
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install -q -c constraints.txt -e '.[cli,trio,test,docs]'
+	touch $@ $(DEMO)
+
+# The demo needs only the `cli` extra: a first `make demo` installs that and
+# nothing else (no test or docs tools); `make install` adds the rest later.
+$(DEMO): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e '.[cli]'
 	touch $@
 
-demo: install
+demo: $(DEMO)
 	$(BIN)/toolloop demo
 
 test: install

@@ -7,7 +7,7 @@ DEMO    := $(VENV)/.demo-installed
 # mypy and mkdocstrings cannot follow setuptools' editable finder, so lint and
 # docs read the package through a farm of symlinks that rebuilds the `toolloop` tree.
 TYPED   := build/typed
-PKGS    := engine states effects specs tools
+PKGS    := engine states effects specs testing tools
 # The wheel check installs the built wheel where nothing of the project is.
 WHEEL   := build/wheel-check
 

@@ -75,6 +75,7 @@ from toolloop.states import (
     GenerationTurnResult,
     IterationState,
     LoopConfig,
+    ProviderDescriptor,
     StreamError,
     StreamResult,
     StreamStatus,
@@ -493,6 +494,7 @@ class _Interpreter:
                     for shown in host_events(self.attempt, state, event, out, self.registry.redact):
                         self.on_event(shown)
                 state = self._state = out.state
+                move = out.move
                 *fire_and_forget, last = out.effects
                 for pending in map(self._perform, fire_and_forget):
                     if pending is not None:
@@ -501,7 +503,7 @@ class _Interpreter:
                 # step, its other effects or the event that led here (a held turn's memory).
                 del out, event, fire_and_forget
                 if isinstance(last, fx.Finish):
-                    self._outcome = last.result
+                    self._outcome = attrs.evolve(last.result, ended_by=move)
                     return
                 if isinstance(last, fx.RaiseError):
                     self._outcome = RAISES[last.kind](last.message)
@@ -592,6 +594,8 @@ class _Interpreter:
         return self._call(sink, stream, self._stream_ended)
 
     def _stream_ended(self, sink: _Sink, result: StreamResult) -> StreamEnded:
+        if result.status in _FAILED:
+            _log_failed_stream(self.provider.descriptor, sink.span, result)
         return _new_stream_ended(result=result, stop=self.control.pending_request())
 
     # -- stage 02 --------------------------------------------------------------------------
@@ -777,6 +781,26 @@ def _channel_failed(sink: _Sink, failure: Exception) -> StreamResult:
 
 def _failure(error: str) -> ToolResult:
     return ToolResult(success=False, error=error)
+
+
+_FAILED = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
+
+
+def _log_failed_stream(
+    provider: ProviderDescriptor, span: StreamSpan, result: StreamResult
+) -> None:
+    """A failed or timed-out stream, at WARNING: which provider, where (no key), what it said."""
+    error = result.data if isinstance(result.data, StreamError) else None
+    log.warning(
+        "stream %s: provider %s at %s (attempt %d, iteration %d): %s",
+        result.status.value,
+        provider.name,
+        provider.endpoint or "an endpoint it does not name",
+        span.attempt,
+        span.iteration,
+        "no error given" if error is None else f"{error.type}: {error.message}",
+        extra={"provider": provider.name, "endpoint": provider.endpoint, "status": result.status},
+    )
 
 
 def _seconds(milliseconds: int) -> str:

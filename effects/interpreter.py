@@ -494,7 +494,6 @@ class _Interpreter:
                     for shown in host_events(self.attempt, state, event, out, self.registry.redact):
                         self.on_event(shown)
                 state = self._state = out.state
-                move = out.move
                 *fire_and_forget, last = out.effects
                 for pending in map(self._perform, fire_and_forget):
                     if pending is not None:
@@ -503,7 +502,7 @@ class _Interpreter:
                 # step, its other effects or the event that led here (a held turn's memory).
                 del out, event, fire_and_forget
                 if isinstance(last, fx.Finish):
-                    self._outcome = attrs.evolve(last.result, ended_by=move)
+                    self._outcome = last.result
                     return
                 if isinstance(last, fx.RaiseError):
                     self._outcome = RAISES[last.kind](last.message)

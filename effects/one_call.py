@@ -43,7 +43,7 @@ async def run_turn(
     settings = attrs.evolve(
         settings,
         provider=provider.descriptor,
-        context=(*settings.context, ContextItem(author="user", content=prompt)),
+        context=(*settings.context, ContextItem(content=prompt)),
     )
     return await run_tool_loop(
         turn=settings,

@@ -61,7 +61,7 @@ class GenerationTurnResult:
     """The move of the machine that ended the attempt (`completed`, `ceiling_reached`,
     `stream_failed`, `tool_error_loop`, ... as docs/diagrams.md draws them): a
     `timeout` status is the iteration ceiling or a silent stream, and this says which.
-    Set by the loop; None on a result built by hand."""
+    Set by `step` on the move that finishes; None on a result built by hand."""
 
     @property
     def error(self) -> StreamError | None:

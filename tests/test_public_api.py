@@ -62,7 +62,8 @@ FACADES = {
         *("VerbatimToolCallParser", "VerbatimCall"),
     },
     "toolloop.testing": {
-        *("RecordingChannel", "ModelServer", "LoopbackServer", "Responder", "check_invariants"),
+        *("ScriptedProvider", "Reply", "ScriptExhausted", "RecordingChannel", "ModelServer"),
+        *("LoopbackServer", "Responder", "check_invariants"),
     },
     "toolloop.discord": {
         *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),

@@ -113,6 +113,22 @@ async def test_a_wrong_key_says_so_and_never_shows_the_key(
     assert [r for r in caplog.records if KEY in r.getMessage()] == []
 
 
+async def test_a_silent_stream_times_out_with_a_warning_naming_the_provider(
+    server: OpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stream that goes quiet ends `timeout` (`stream_failed`), logged at WARNING with its URL."""
+    server.script(text_reply("Hel", "lo", "!").stalled_after(1))
+    quick = LoopConfig(stream_sdk_call_timeout_ms=1_000, stream_abandoned_settle_timeout_ms=0)
+    result = await one_turn(server.base_url, config=quick)
+    assert (result.status, result.ended_by) == (TurnStatus.TIMEOUT, "stream_failed")
+    assert result.error.message == "no data from the provider for 1 s"
+    [warning] = warnings_of(caplog)
+    assert warning.getMessage() == (
+        f"stream timeout: provider custom at {server.base_url}/chat/completions "
+        "(attempt 0, iteration 0): timeout: no data from the provider for 1 s"
+    )
+
+
 async def test_the_iteration_ceiling_is_not_mistaken_for_a_silent_stream(
     server: OpenAIServer,
 ) -> None:

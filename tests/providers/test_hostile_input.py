@@ -289,7 +289,7 @@ class TestSseFraming:
         assert (result.status, sink.delivered, sink.progress_calls) == (
             StreamStatus.COMPLETED,
             ["hi"],
-            3,
+            2,  # the text and the finish
         )
 
     async def test_a_redirect_is_an_http_error_naming_where_it_points(

@@ -7,12 +7,15 @@ endpoint, llama.cpp's server, vLLM, Ollama. `docs/providers.md` is the guide.
 
 Theory of operation. `stream` builds the request body from the `StreamRequest`
 (`build_body`), opens the stream, and runs the hot loop (`_Stream.take`): SSE
-lines are split from `aiter_bytes` by hand (`_Lines`), each data payload goes
-through JSON's C scanner once (what `json.loads` runs) and is folded into the
-`_Stream` accumulator, which returns the chunk's visible text for delivery.
-Nothing is built per chunk but what the chunk itself carries; a chunk the
-scanner refuses, or one with more brackets than the JSON policy's depth
-allows, is decided by the policy (`toolloop.states.json_policy`). When the
+lines are split from the body by hand (`_Lines`; `_body` undoes a gzip or
+deflate coding in bounded pieces, where httpx would decode without a bound),
+each data payload goes through JSON's C scanner once (what `json.loads` runs)
+and is folded into the `_Stream` accumulator, which returns the chunk's
+visible text for delivery. Nothing is built per chunk but what the chunk
+itself carries; a chunk the scanner refuses, or one that may break the JSON
+policy where the scanner does not look (more brackets than its depth allows,
+the escape of a surrogate), is decided by the policy
+(`toolloop.states.json_policy`). When the
 model is done (the event with the finish reason, `[DONE]`, a verbatim call)
 or the body ends, the accumulator decides the result (`_Stream.result`).
 Every failure the caller can act on (HTTP status, transport errors, malformed
@@ -243,6 +246,8 @@ class OpenAICompatProvider:
         request = self._client.build_request(
             "POST", self._url, json=body, headers=self._headers, timeout=self._timeout
         )
+        # Only what `_body` decodes, whatever the client's defaults or the extra headers say.
+        request.headers["Accept-Encoding"] = ACCEPT_ENCODING
         try:
             response = await self._client.send(request, stream=True)
         except STALE_CONNECTION_ERRORS as exc:
@@ -329,7 +334,7 @@ def _header_value(value: str, what: str) -> str:
 
 def _headers(api_key: str | None, extra: Mapping[str, str]) -> dict[str, str]:
     """The request headers: event-stream accept, bearer token, then the extra headers."""
-    headers = {"Accept": "text/event-stream", "Accept-Encoding": ACCEPT_ENCODING}
+    headers = {"Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     checked = {name: _header_value(value, f"header {name!r}") for name, value in extra.items()}
@@ -854,7 +859,7 @@ class _Stream:
         self.data: str | None = None  # The first data line of the event being read.
         self.more_data: list[str] = []  # Its later data lines, joined once at its end.
         self.more_data_chars = 0
-        self.moved = False  # The chunk just folded carried reasoning or a call's name or arguments.
+        self.moved = False  # The chunk just folded made progress without text (`_fold_rest`).
         self.verbatim_call: FunctionCall | None = None
 
     async def take(self, lines: list[str], sink: StreamSink) -> bool:
@@ -867,7 +872,7 @@ class _Stream:
         turn alive forever without answering.
         The hot loop: every chunk passes here, so names are bound to locals.
         """
-        data, fold, progress = self.data, self.fold, sink.progress
+        data, more_data, fold, progress = self.data, self.more_data, self.fold, sink.progress
         # Without a verbatim parser, text goes straight to the sink (one coroutine less a chunk).
         deliver, keep = sink.deliver if self.parser is None else None, self.text.append
         for line in lines:
@@ -875,7 +880,7 @@ class _Stream:
                 # A blank line ends the event; one without data (`data:`) is skipped.
                 if data is None:
                     continue
-                if self.more_data:
+                if more_data:
                     data = self.joined(data)
                 payload, data = data.strip(), None
                 if not payload:
@@ -917,7 +922,8 @@ class _Stream:
     def joined(self, first: str) -> str:
         """The data of an event of several lines, joined once: linear in its size."""
         data = "\n".join((first, *self.more_data))
-        self.more_data, self.more_data_chars = [], 0
+        self.more_data.clear()
+        self.more_data_chars = 0
         return data
 
     def fold(self, payload: str) -> str | None:

@@ -406,6 +406,11 @@ class TestCompressedBody:
         assert (result.status, sink.delivered) == (StreamStatus.COMPLETED, ["Hel", "lo"])
         assert server.requests[0].headers["Accept-Encoding"] == "gzip, deflate"
 
+    async def test_the_codings_asked_for_are_only_those_decoded(self, server: OpenAIServer) -> None:
+        """An extra `Accept-Encoding` header (brotli) cannot ask for what is not decoded."""
+        await run(server, text_reply("hi"), headers={"Accept-Encoding": "br"})
+        assert server.requests[0].headers["Accept-Encoding"] == "gzip, deflate"
+
     async def test_several_gzip_members_are_one_body(self, server: OpenAIServer) -> None:
         """A gzip body may be several members back to back (RFC 1952): each is decoded."""
         members = [zlib.compress(part, wbits=31) for part in HELLO.split(b"\n\n", 1)]

@@ -103,9 +103,9 @@ CONTENT_CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "
 #: A compressed body may decode to this many times the bytes received, plus
 #: EXPANSION_ALLOWANCE. An event stream flushed event by event, as a streaming server
 #: sends it, expands 17 to 24-fold; compressed whole, about 65-fold (255-fold when every
-#: event is the same). Deflate reaches 1,000-fold: a server that means harm would make a
-#: megabyte cost a gigabyte.
-MAX_EXPANSION = 300
+#: event is the same, which only a test sends for long). Deflate reaches 1,000-fold: a
+#: megabyte of newlines would cost a gigabyte, 25 s of reading; at 100-fold, 2.5 s.
+MAX_EXPANSION = 100
 EXPANSION_ALLOWANCE = 1024 * 1024
 #: The most bytes a compressed body is decoded into at a time.
 INFLATE_PIECE = 64 * 1024

@@ -433,6 +433,7 @@ class TestCompressedBody:
         assert error.type == "content_encoding"
         assert error.message.startswith(f"the gzip body expands more than {MAX_EXPANSION}-fold (")
         assert error.message.endswith(" so far): refused as a decompression bomb")
+        assert result.accumulated_text == "hi"
 
     async def test_a_coding_not_asked_for_is_refused_by_name(self, server: OpenAIServer) -> None:
         """A body in a coding the request did not accept (brotli) is an error naming it."""

@@ -44,7 +44,8 @@ class StreamSink(Protocol):
     """Where a provider reports what it streams; given to it by the interpreter."""
 
     def progress(self) -> None:
-        """Call on every received token or chunk: it restarts the inactivity timer."""
+        """Call when the model made progress (text, reasoning, a call, the finish): it restarts
+        the inactivity timer, so a chunk that carries nothing must not call it."""
 
     async def deliver(self, text: str) -> None:
         """Send visible text to the channel (the sink drops it while text is suppressed)."""

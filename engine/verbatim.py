@@ -50,8 +50,10 @@ Choices where SPEC 10 is silent
   name, a newline, then ``(`` make the tag the call's name (the fence wraps the call).
 * Once anchored, a candidate is held until its parentheses balance, whatever follows the
   ``(``: prose like ``search (see below)`` is held until its ``)``, then shown.
-* Arguments are strict JSON (``NaN`` and ``Infinity`` are refused). A call refused once its
-  parentheses balance is released whole; scanning resumes after its ``)``.
+* Arguments are JSON under the project's JSON policy (``toolloop.states.json_policy``), as a
+  native call's are: ``NaN``, ``Infinity``, nesting past its depth bound and lone surrogates
+  (``"\\ud800"``) are refused. A call refused once its parentheses balance is released whole;
+  scanning resumes after its ``)``.
 * Inline wrapper: backticks, then spaces. Fence: three or more backticks, an optional language
   tag of (Unicode) word characters and ``+#.-``, the end of the line, then any whitespace. A
   fence with more on its first line is not a wrapper: the call inside is still found, bare,
@@ -65,7 +67,6 @@ Choices where SPEC 10 is silent
 """
 
 import enum
-import json
 import re
 import string
 from collections import deque
@@ -74,7 +75,7 @@ from typing import Any, Final
 
 import attrs
 
-from toolloop.states.json_policy import refuse_constant
+from toolloop.states.json_policy import JsonInputError, loads
 
 __all__ = ["Feed", "Flush", "VerbatimCall", "VerbatimToolCallParser"]
 
@@ -746,8 +747,8 @@ class VerbatimToolCallParser:
         if not body:
             return {} if name in self._no_args else None
         try:
-            value = json.loads(body, parse_constant=refuse_constant)
-        except (ValueError, RecursionError):
+            value = loads(body, where=f"the arguments of {name}")
+        except JsonInputError:
             return None
         if isinstance(value, dict):
             return value

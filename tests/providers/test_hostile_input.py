@@ -1,14 +1,19 @@
-"""What a careless user or a hostile server sends, against the loopback server (issue 12).
+"""What a careless user or a hostile server sends, against the loopback server (issues 12, 20).
 
 Each class is one kind of input that once broke the adapter: a key that leaked
 into an error, JSON nested deep enough to raise `RecursionError`, NaN in tool
-arguments, a stream held open after its finish reason, and SSE framing the
-spec allows (CR line ends, empty events) or an HTTP redirect.
+arguments, a stream held open after its finish reason, SSE framing the spec
+allows (CR line ends, empty events, a byte order mark) or an HTTP redirect;
+events that carry nothing yet kept a turn alive, an event or a field streamed
+in so many pieces that joining them cost the square of their size, a
+compressed body that expands a thousandfold, a page that is not a stream,
+and lone surrogates in text and in verbatim calls.
 """
 
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 import anyio
@@ -26,8 +31,24 @@ from tests.openai_server import (
     tool_call_reply,
 )
 from tests.providers.conftest import RecordingSink, make_provider, make_request
-from toolloop.effects.providers.openai_compat import EXCERPT_CHARS, MIN_KEY_PREFIX
-from toolloop.states import StreamError, StreamResult, StreamStatus
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.providers.openai_compat import (
+    EXCERPT_CHARS,
+    MAX_EVENT_CHARS,
+    MAX_EXPANSION,
+    MIN_KEY_PREFIX,
+)
+from toolloop.effects.registry import ToolRegistry
+from toolloop.effects.turn import Attempt, run_generation_turn
+from toolloop.states import (
+    ContextItem,
+    LoopConfig,
+    StreamError,
+    StreamResult,
+    StreamStatus,
+    TurnSettings,
+    TurnStatus,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -35,13 +56,13 @@ KEY = "sk-canary-0123456789abcdef"
 
 
 async def run(
-    server: OpenAIServer, *replies: Reply, **options: Any
+    server: OpenAIServer, *replies: Reply, verbatim: bool = False, **options: Any
 ) -> tuple[StreamResult, RecordingSink]:
     """Script the replies, stream once and return the result and what the sink saw."""
     server.script(*replies)
     sink = RecordingSink()
     async with make_provider(server, **options) as provider:
-        result = await provider.stream(make_request(), sink)
+        result = await provider.stream(make_request(verbatim=verbatim), sink)
     return result, sink
 
 
@@ -289,7 +310,7 @@ class TestSseFraming:
         assert (result.status, sink.delivered, sink.progress_calls) == (
             StreamStatus.COMPLETED,
             ["hi"],
-            3,
+            2,  # the text and the finish
         )
 
     async def test_a_redirect_is_an_http_error_naming_where_it_points(
@@ -307,3 +328,289 @@ class TestSseFraming:
             ),
             retryable=False,
         )
+
+
+class TestProgress:
+    async def test_events_that_carry_nothing_are_not_progress(self, server: OpenAIServer) -> None:
+        """Empty choices, an empty delta, empty content or reasoning, the role: no progress."""
+        empty = [{"choices": []}, chunk({}), chunk({"content": ""}), chunk({"reasoning": ""})]
+        role = chunk({"role": "assistant", "content": ""})
+        reply = raw_reply(role, *empty * 3, chunk({"content": "hi"}), chunk({}, "stop"), DONE)
+        result, sink = await run(server, reply)
+        assert (result.status, sink.progress_calls) == (StreamStatus.COMPLETED, 2)
+
+    async def test_reasoning_a_new_call_and_arguments_are_progress(
+        self, server: OpenAIServer
+    ) -> None:
+        """Reasoning, a call's first fragment and a piece of arguments are; a fragment that only
+        repeats the call's id and name (llama-cpp-python) is not."""
+        named = {"index": 0, "id": "call_1", "function": {"name": "get_weather"}}
+        with_arguments = {**named, "function": {"name": "get_weather", "arguments": "{}"}}
+        reply = raw_reply(
+            chunk({"reasoning_content": "Hm."}),
+            chunk({"tool_calls": [named]}),
+            chunk({"tool_calls": [named]}),
+            chunk({"tool_calls": [with_arguments]}),
+            chunk({}, "tool_calls"),
+            DONE,
+        )
+        result, sink = await run(server, reply)
+        assert (result.status, sink.progress_calls) == (StreamStatus.FUNCTION_CALL, 4)
+
+    async def test_a_server_trickling_empty_events_times_out(self, server: OpenAIServer) -> None:
+        """`{"choices": []}` every 0.1 s for 4 s cannot keep a turn past its 1 s inactivity
+        timeout: the attempt times out and the text after the trickle is never shown."""
+        trickle = [{"choices": []}] * 40
+        reply = raw_reply(*trickle, chunk({"content": "late"}), chunk({}, "stop"), DONE)
+        server.script(reply.with_delay(0.1))
+        channel = RecordingChannel()
+        config = LoopConfig(stream_sdk_call_timeout_ms=1_000, stream_abandoned_settle_timeout_ms=0)
+        async with make_provider(server) as provider:
+            result = await run_generation_turn(
+                turn=TurnSettings(context=(ContextItem(author="alice", content="Hi?"),)),
+                attempts=(Attempt(provider=provider, config=config),),
+                registry=ToolRegistry(),
+                channel=channel,
+                control=MemoryTurnControl(),
+            )
+        assert result.status is TurnStatus.TIMEOUT
+        assert "late" not in channel.texts
+
+
+def compressed(body: bytes, wbits: int) -> list[bytes]:
+    """`body` compressed (gzip: 31, zlib-wrapped deflate: 15, raw: -15), flushed line by line."""
+    compressor = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    lines = body.splitlines(keepends=True)
+    flushed = [compressor.compress(line) + compressor.flush(zlib.Z_SYNC_FLUSH) for line in lines]
+    return [*flushed, compressor.flush()]
+
+
+def sse_body(*frames: dict[str, Any]) -> bytes:
+    return b"".join(b"data: " + json.dumps(frame).encode() + b"\n\n" for frame in frames) + DONE
+
+
+HELLO = sse_body(chunk({"content": "Hel"}), chunk({"content": "lo"}), chunk({}, "stop"))
+
+
+class TestCompressedBody:
+    @pytest.mark.parametrize(
+        ("header", "wbits"), [("gzip", 31), ("x-gzip", 31), ("deflate", 15), ("deflate", -15)]
+    )
+    async def test_a_compressed_stream_is_decoded_as_it_streams(
+        self, server: OpenAIServer, header: str, wbits: int
+    ) -> None:
+        """gzip and deflate (zlib-wrapped or raw) bodies stream their text; the request asks for
+        those two codings only, since the adapter decodes them itself."""
+        reply = Reply(frames=tuple(compressed(HELLO, wbits)), headers={"Content-Encoding": header})
+        result, sink = await run(server, reply.with_delay(0.01))
+        assert (result.status, sink.delivered) == (StreamStatus.COMPLETED, ["Hel", "lo"])
+        assert server.requests[0].headers["Accept-Encoding"] == "gzip, deflate"
+
+    async def test_the_codings_asked_for_are_only_those_decoded(self, server: OpenAIServer) -> None:
+        """An extra `Accept-Encoding` header (brotli) cannot ask for what is not decoded."""
+        await run(server, text_reply("hi"), headers={"Accept-Encoding": "br"})
+        assert server.requests[0].headers["Accept-Encoding"] == "gzip, deflate"
+
+    async def test_several_gzip_members_are_one_body(self, server: OpenAIServer) -> None:
+        """A gzip body may be several members back to back (RFC 1952): each is decoded."""
+        members = [zlib.compress(part, wbits=31) for part in HELLO.split(b"\n\n", 1)]
+        members[0] += zlib.compress(b"\n\n", wbits=31)
+        reply = Reply(frames=tuple(members), headers={"Content-Encoding": "gzip"})
+        result, sink = await run(server, reply)
+        assert (result.status, sink.delivered) == (StreamStatus.COMPLETED, ["Hel", "lo"])
+
+    async def test_a_body_that_expands_too_far_is_refused(self, server: OpenAIServer) -> None:
+        """16 KiB of gzip that would be 16 MiB of newlines: refused once it passes the bound,
+        with the text before it kept."""
+        newlines = zlib.compress(
+            b"data: " + json.dumps(chunk({"content": "hi"})).encode() + b"\n" * (16 << 20),
+            level=9,
+            wbits=31,
+        )
+        reply = Reply(frames=(newlines,), headers={"Content-Encoding": "gzip"})
+        result, _ = await run(server, reply)
+        error = error_of(result)
+        assert error.type == "content_encoding"
+        assert error.message.startswith(f"the gzip body expands more than {MAX_EXPANSION}-fold (")
+        assert error.message.endswith(" so far): refused as a decompression bomb")
+        assert result.accumulated_text == "hi"
+
+    async def test_a_coding_not_asked_for_is_refused_by_name(self, server: OpenAIServer) -> None:
+        """A body in a coding the request did not accept (brotli) is an error naming it."""
+        reply = Reply(frames=(b"\x0b\x02\x80data",), headers={"Content-Encoding": "br"})
+        assert error_of((await run(server, reply))[0]) == StreamError(
+            type="content_encoding",
+            message="the body's Content-Encoding is 'br'; only gzip, deflate (what the request "
+            "accepts) is decoded",
+        )
+
+    async def test_a_corrupt_gzip_body_is_an_error_after_its_good_part(
+        self, server: OpenAIServer
+    ) -> None:
+        """Bytes that break the gzip stream end it as an error; the text before them is kept."""
+        good = compressed(HELLO, 31)
+        frames = (*good[:2], b"\xff" * 16)  # the first event, then garbage in a later write
+        reply = Reply(frames=frames, headers={"Content-Encoding": "gzip"}).with_delay(0.02)
+        result, sink = await run(server, reply)
+        error = error_of(result)
+        assert error.type == "content_encoding"
+        assert error.message.startswith("the gzip body could not be decoded after ")
+        assert sink.delivered == ["Hel"]
+
+    async def test_a_compressed_error_body_is_quoted_decoded(self, server: OpenAIServer) -> None:
+        """An HTTP error whose body is gzip-encoded is quoted as text."""
+        body = zlib.compress(b'{"error": {"message": "overloaded"}}', wbits=31)
+        reply = Reply(
+            status=503,
+            content_type="application/json",
+            headers={"Content-Encoding": "gzip"},
+            frames=(body,),
+        )
+        error = error_of((await run(server, reply))[0])
+        assert error.message == f"HTTP 503 from {server.base_url}/chat/completions: overloaded"
+
+
+class TestNotAStream:
+    async def test_an_html_page_is_not_a_stream_and_is_quoted(self, server: OpenAIServer) -> None:
+        """A 200 HTML page (a proxy, a login wall) says what came back: its type, its start."""
+        page = b"<!DOCTYPE html><html><head><title>Sign in</title></head></html>"
+        reply = Reply(frames=(page,), content_type="text/html; charset=utf-8")
+        assert error_of((await run(server, reply))[0]) == StreamError(
+            type="not_a_stream",
+            message=f"{server.base_url}/chat/completions answered with text/html; charset=utf-8 "
+            f"instead of an event stream: {page.decode()}",
+            retryable=False,
+        )
+
+    async def test_a_compressed_page_is_quoted_decoded(self, server: OpenAIServer) -> None:
+        """The page is quoted as text when it came gzip-encoded, as such pages usually do."""
+        page = zlib.compress(b"<html>Bad gateway</html>", wbits=31)
+        reply = Reply(
+            frames=(page,), content_type="text/html", headers={"Content-Encoding": "gzip"}
+        )
+        message = error_of((await run(server, reply))[0]).message
+        assert message.endswith(
+            "answered with text/html instead of an event stream: <html>Bad gateway</html>"
+        )
+
+    @pytest.mark.parametrize("content_type", ["", "Text/Event-Stream; charset=utf-8"])
+    async def test_an_event_stream_or_an_unnamed_body_is_read(
+        self, server: OpenAIServer, content_type: str
+    ) -> None:
+        """The media type is matched without regard to case; a body of no stated type is read."""
+        reply = Reply(frames=text_reply("hi").frames, content_type=content_type)
+        result, _ = await run(server, reply)
+        assert (result.status, result.accumulated_text) == (StreamStatus.COMPLETED, "hi")
+
+
+class TestEventSize:
+    async def test_an_event_of_100_000_data_lines_is_one_chunk(self, server: OpenAIServer) -> None:
+        """SSE joins an event's data lines with newlines, whitespace to JSON: one chunk."""
+        head, tail = json.dumps(chunk({"content": "hi"})).split('"choices"')
+        event = ("data: " + head + "\ndata:" * 100_000 + ' "choices"' + tail + "\n\n").encode()
+        result, sink = await run(server, raw_reply(event, chunk({}, "stop"), DONE))
+        assert (result.status, sink.delivered) == (StreamStatus.COMPLETED, ["hi"])
+
+    async def test_an_event_longer_than_the_bound_is_refused(self, server: OpenAIServer) -> None:
+        """Data lines of 1 MiB, one after another in one event: refused past MAX_EVENT_CHARS."""
+        line = b"data: " + b" " * (1 << 20) + b"\n"
+        event = b"data: {}\n" + line * (MAX_EVENT_CHARS // (1 << 20) + 1)
+        result, sink = await run(server, raw_reply(chunk({"content": "ok"}), event))
+        assert error_of(result) == StreamError(
+            type="malformed_chunk",
+            message=f"malformed chunk 1: an SSE event's data exceeds {MAX_EVENT_CHARS} characters",
+        )
+        assert sink.delivered == ["ok"]
+
+
+class TestFieldsInPieces:
+    async def test_opaque_fields_in_pieces_are_replayed_joined(self, server: OpenAIServer) -> None:
+        """An unknown string field streamed in pieces (message and call level) comes back whole."""
+        fragment = {"index": 0, "id": "call_1", "function": {"name": "get_weather"}}
+        pieces = ["sig-", "na", "ture"]
+        reply = raw_reply(
+            *(chunk({"x_sig": piece}) for piece in pieces),
+            *(chunk({"tool_calls": [{**fragment, "x_sig": piece}]}) for piece in pieces),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Oslo"}'}}]}),
+            chunk({}, "tool_calls"),
+            DONE,
+        )
+        call = (await run(server, reply))[0].data
+        assert call is not None and not isinstance(call, StreamError)
+        assert call.passthrough == {
+            "id": "call_1",
+            "tool_call": {"x_sig": "sig-nature"},
+            "message": {"x_sig": "sig-nature"},
+        }
+
+    async def test_a_tool_name_in_pieces_is_joined(self, server: OpenAIServer) -> None:
+        """A name streamed in pieces is joined; a later repeat of the whole name is kept once."""
+        names = ["get", "_", "weather", "get_weather"]
+        reply = raw_reply(
+            *(chunk({"tool_calls": [{"index": 0, "function": {"name": n}}]}) for n in names),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}),
+            chunk({}, "tool_calls"),
+            DONE,
+        )
+        result, _ = await run(server, reply)
+        assert result.data is not None and not isinstance(result.data, StreamError)
+        assert result.data.name == "get_weather"
+
+
+class TestByteOrderMark:
+    async def test_a_byte_order_mark_before_the_first_event_is_dropped(
+        self, server: OpenAIServer
+    ) -> None:
+        """SSE ignores a leading U+FEFF: the first event is read, even when the mark is split."""
+        body = b"\xef\xbb\xbf" + HELLO
+        reply = raw_reply(body[:2], body[2:]).with_delay(0.01)
+        result, sink = await run(server, reply)
+        assert (result.status, sink.delivered) == (StreamStatus.COMPLETED, ["Hel", "lo"])
+
+
+class TestLoneSurrogates:
+    @pytest.mark.parametrize("key", ["content", "reasoning_content"])
+    @pytest.mark.parametrize("escape", ["\\ud800", "\\uDFFF", "\\udbff x"])
+    async def test_a_lone_surrogate_is_a_malformed_chunk(
+        self, server: OpenAIServer, key: str, escape: str
+    ) -> None:
+        """An escape of half a UTF-16 pair is not Unicode text: the chunk is refused by the
+        JSON policy, never delivered; the text before it is kept."""
+        bad = f'data: {{"choices": [{{"delta": {{"{key}": "a{escape}"}}}}]}}\n\n'.encode()
+        result, sink = await run(server, raw_reply(chunk({"content": "ok"}), bad, DONE))
+        error = error_of(result)
+        assert error.message.startswith(
+            f"malformed chunk 2: the data $.choices[0].delta.{key} is a string with a lone "
+            "surrogate, which is not Unicode text: "
+        )
+        assert (result.accumulated_text, sink.delivered) == ("ok", ["ok"])
+
+    async def test_a_surrogate_pair_and_an_escaped_backslash_are_text(
+        self, server: OpenAIServer
+    ) -> None:
+        """A whole pair is one character; `\\ud800` (a backslash, then letters) is no escape."""
+        pair = b'data: {"choices": [{"delta": {"content": "\\ud83d\\ude00 \\\\ud800"}}]}\n\n'
+        _, sink = await run(server, raw_reply(pair, chunk({}, "stop"), DONE))
+        assert sink.delivered == ["\U0001f600 \\ud800"]
+
+
+class TestVerbatimCallPolicy:
+    @pytest.mark.parametrize(
+        "arguments",
+        ['{"city": ' + nested(150) + "}", '{"city": "\\ud800"}', '"\\udc00"'],
+        ids=["deep", "lone-surrogate", "lone-surrogate-string"],
+    )
+    async def test_a_recovered_call_that_breaks_the_json_policy_is_text(
+        self, server: OpenAIServer, arguments: str
+    ) -> None:
+        """Arguments a native call would be refused for (too deep, a lone surrogate) make no
+        verbatim call either: the text is shown as the model wrote it."""
+        text = f"get_weather({arguments})"
+        result, sink = await run(server, text_reply(text), verbatim=True)
+        assert (result.status, "".join(sink.delivered)) == (StreamStatus.COMPLETED, text)
+
+    async def test_a_recovered_call_within_the_policy_is_a_call(self, server: OpenAIServer) -> None:
+        """Nesting within the bound is a call as before."""
+        text = 'get_weather({"city": "Oslo", "days": ' + nested(90) + "})"
+        result, _ = await run(server, text_reply(text), verbatim=True)
+        assert result.status is StreamStatus.FUNCTION_CALL

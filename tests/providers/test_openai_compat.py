@@ -66,10 +66,12 @@ class TestText:
             model_parts=({"type": "text", "text": "Hello, world"},),
         )
 
-    async def test_progress_is_reported_on_every_chunk(self, server: OpenAIServer) -> None:
-        """Every data chunk (role, three deltas, finish) restarts the inactivity timer."""
+    async def test_progress_is_reported_on_each_delta_and_the_finish(
+        self, server: OpenAIServer
+    ) -> None:
+        """Each delta and the finish restart the inactivity timer; the role chunk (no text) not."""
         _, sink = await run(server, text_reply("a", "b", "c"))
-        assert sink.progress_calls == 5
+        assert sink.progress_calls == 4
 
     async def test_stop_with_nothing_at_all_is_empty_response(self, server: OpenAIServer) -> None:
         """A stream that finishes `stop` without text or call is `empty_response`."""

@@ -45,11 +45,12 @@ def farm(tree: Path, into: Path) -> Path:
     """A directory holding `toolloop/` as the package-dir mapping lays it out for `tree`."""
     root = into / "toolloop"
     root.mkdir(parents=True)
-    for name in ("__init__.py", "py.typed"):
-        if (tree / "toolloop" / name).exists():
-            (root / name).symlink_to(tree / "toolloop" / name)
-    for folder in ("effects", "engine", "specs", "states", "tools"):
-        (root / folder).symlink_to(tree / folder)
+    for entry in (tree / "toolloop").iterdir():
+        if entry.name.endswith(".py") or entry.name == "py.typed":
+            (root / entry.name).symlink_to(entry)
+    for folder in ("effects", "engine", "specs", "states", "testing", "tools"):
+        if (tree / folder).is_dir():
+            (root / folder).symlink_to(tree / folder)
     return into
 
 

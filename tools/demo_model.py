@@ -94,9 +94,9 @@ class BadKey(ToolloopError, ValueError):
     """The API key in `OPENAI_API_KEY` is one the provider refuses (its message never quotes it)."""
 
 
-def provider(url: str, *, base_url: str | None, model: str | None, key: str | None) -> (
-    OpenAICompatProvider
-):
+def provider(
+    url: str, *, base_url: str | None, model: str | None, key: str | None
+) -> OpenAICompatProvider:
     """The provider for `endpoint(base_url)`'s `url`; a key the provider refuses raises `BadKey`.
 
     The embedded model (no `base_url`) needs no key, so none is sent to it and a

@@ -16,7 +16,8 @@ The file grows linearly with the attempt: a tuple field of an event or effect
 that starts with the items of the same field of the previous event or effect of
 its type (the history every provider call repeats, its context, its model
 parts) is written as the items after them, and `reuse` says how many to take
-from before. A file without its `end` line was cut off (a crash, a full disk)
+from before; a field holding an attrs value is cut the same way, its counts
+nested under its name (`"reuse": {"context": {"context_items": 4}}`). A file without its `end` line was cut off (a crash, a full disk)
 and is refused, as is a blank line, a line twice, an unknown field, a field of
 the wrong shape or a trace of another format version (format 1, written before
 `end` and `reuse` existed, cannot be told complete: record it again).
@@ -125,17 +126,28 @@ class TraceEncoder:
         return data if self._redact is None else redacted(data, self._redact)
 
 
-def _after_shared(last: Any, value: Any) -> tuple[Any, dict[str, int]]:
-    """`value` with each tuple field cut after what it shares with `last`'s; the counts cut."""
-    if last is None:
+def _after_shared(last: Any, value: Any) -> tuple[Any, dict[str, Any]]:
+    """`value` with each tuple field cut after what it shares with `last`'s; the counts cut.
+
+    A field holding an attrs value of the same class as `last`'s is cut the
+    same way, its counts nested under its name (a dispatched call's tool
+    context carries the turn's context items, again on every call).
+    """
+    if last is None or type(last) is not type(value):
         return value, {}
-    reuse: dict[str, int] = {}
+    reuse: dict[str, Any] = {}
     cut: dict[str, Any] = {}
     for field in attrs.fields(type(value)):
         new, old = getattr(value, field.name), getattr(last, field.name)
-        tuples = field.init and isinstance(new, tuple) and isinstance(old, tuple)
-        if tuples and (shared := _shared_prefix(old, new)):
-            reuse[field.name], cut[field.alias] = shared, new[shared:]
+        if not field.init:
+            continue
+        if isinstance(new, tuple) and isinstance(old, tuple):
+            if shared := _shared_prefix(old, new):
+                reuse[field.name], cut[field.alias] = shared, new[shared:]
+        elif attrs.has(type(new)):
+            inner, inner_reuse = _after_shared(old, new)
+            if inner_reuse:
+                reuse[field.name], cut[field.alias] = inner_reuse, inner
     return (attrs.evolve(value, **cut) if cut else value), reuse
 
 
@@ -283,27 +295,30 @@ class _Reader:
         return attrs.evolve(self.trace, steps=tuple(self.steps))
 
 
-def _with_reused(number: int, value: Any, reuse: Any, last: Any) -> Any:
+def _with_reused(number: int, value: Any, reuse: Any, last: Any, path: str = "") -> Any:
     """`value` with each field named in `reuse` prefixed by that many items of `last`'s."""
     if not isinstance(reuse, dict):
         raise TraceError(number, f"reuse must be an object of counts, got {reuse!r}")
     if not reuse:
         return value
     name = type(value).__name__
-    if last is None:
-        raise TraceError(number, f"reuse, but no {name} came before")
+    if type(last) is not type(value):
+        raise TraceError(number, f"reuse{path}, but no {name} came before")
     fields = {field.name: field for field in attrs.fields(type(value)) if field.init}
     prefixed = {}
     for key, count in reuse.items():
-        field = fields.get(key)
-        before = getattr(last, key, None)
-        if field is None or not isinstance(before, tuple):
-            raise TraceError(number, f"reuse names {key!r}, which is no list field of {name}")
+        field, where = fields.get(key), f"{path}.{key}"
+        before, now = getattr(last, key, None), getattr(value, key, None)
+        if field is not None and isinstance(count, dict) and attrs.has(type(now)):
+            prefixed[field.alias] = _with_reused(number, now, count, before, where)
+            continue
+        if field is None or not isinstance(before, tuple) or not isinstance(now, tuple):
+            raise TraceError(number, f"reuse names {where[1:]!r}, which is no list field of {name}")
         if not isinstance(count, int) or isinstance(count, bool) or not 0 < count <= len(before):
             raise TraceError(
-                number, f"reuse of {key!r} must count 1 to {len(before)} items, got {count!r}"
+                number, f"reuse of {where[1:]!r} must count 1 to {len(before)} items, got {count!r}"
             )
-        prefixed[field.alias] = before[:count] + getattr(value, key)
+        prefixed[field.alias] = before[:count] + now
     return attrs.evolve(value, **prefixed)
 
 

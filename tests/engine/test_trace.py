@@ -99,6 +99,19 @@ def test_each_history_entry_is_written_once() -> None:
     assert [text.count(f"query-{n}") for n in range(5)] == [4] * 5
 
 
+def test_the_turns_context_is_written_once_per_kind_of_value() -> None:
+    """Nested reuse: the context each provider call and each tool context carry is not repeated.
+
+    The items appear in the start line's turn, the first provider call and the
+    first dispatched call's tool context, and never again.
+    """
+    turn = TurnSettings(context=(ContextItem(content="the-long-context"),))
+    run = drive([*(call(args={"q": n}) for n in range(5)), done()], turn=turn)
+    text = file_of(trace_of(run)).decode()
+    assert text.count("the-long-context") == 3
+    assert load_bytes(text.encode()) == trace_of(run)
+
+
 def test_the_trace_size_grows_linearly_with_the_iterations() -> None:
     """Doubling the tool calls doubles the file, give or take the fixed start and end."""
     small, large = (len(file_of(a_tool_run(calls=n))) for n in (40, 80))
@@ -235,6 +248,25 @@ def test_a_bad_reuse_names_the_line(reuse: object, message: str) -> None:
     record = json.loads(lines[at])
     lines[at] = json.dumps({**record, "reuse": reuse})
     with pytest.raises(TraceError, match=f"^line {at + 1}: {re.escape(message)}$"):
+        load_lines(lines)
+
+
+@pytest.mark.parametrize(
+    ("reuse", "message"),
+    [
+        ({"context": {"context_items": 7}}, "reuse of 'context.context_items' must count 1 to 1"),
+        ({"context": {"locale": 1}}, "reuse names 'context.locale', which is no list field of"),
+        ({"context": [1]}, "reuse names 'context', which is no list field of DispatchTool"),
+        ({"context": 1}, "reuse names 'context', which is no list field of DispatchTool"),
+    ],
+)
+def test_a_bad_nested_reuse_names_the_line_and_the_path(reuse: object, message: str) -> None:
+    """A nested reuse is checked like a top-level one, its path named."""
+    turn = TurnSettings(context=(ContextItem(content="c"),))
+    lines = list(dump_lines(trace_of(drive([call(), call(), done()], turn=turn))))
+    at = [n for n, line in enumerate(lines) if '"DispatchTool"' in line][-1]
+    lines[at] = json.dumps({**json.loads(lines[at]), "reuse": reuse})
+    with pytest.raises(TraceError, match=f"^line {at + 1}: {re.escape(message)}"):
         load_lines(lines)
 
 

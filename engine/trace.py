@@ -17,10 +17,11 @@ that starts with the items of the same field of the previous event or effect of
 its type (the history every provider call repeats, its context, its model
 parts) is written as the items after them, and `reuse` says how many to take
 from before; a field holding an attrs value is cut the same way, its counts
-nested under its name (`"reuse": {"context": {"context_items": 4}}`). A file without its `end` line was cut off (a crash, a full disk)
-and is refused, as is a blank line, a line twice, an unknown field, a field of
-the wrong shape or a trace of another format version (format 1, written before
-`end` and `reuse` existed, cannot be told complete: record it again).
+nested under its name (`"reuse": {"context": {"context_items": 4}}`). A file
+without its `end` line was cut off (a crash, a full disk) and is refused, as
+is a blank line, a line twice, an unknown field, a field of the wrong shape or
+a trace of another format version (format 1, written before `end` and `reuse`
+existed, cannot be told complete: record it again).
 
 `replay` runs the events again through `step` alone: the same effects and
 moves must come out, or it says where they differ. This module does no I/O:

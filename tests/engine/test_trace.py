@@ -54,10 +54,13 @@ def a_tool_run(calls: int = 3) -> Trace:
 
 @given(run=attempts)
 def test_any_trace_reads_back_unchanged_and_replays_to_the_same_effects(run: Run) -> None:
-    """Replay: a written trace loads equal to itself and `step` reproduces every effect and move."""
+    """Replay: a written trace loads equal to itself, writes back byte for byte, and `step`
+    reproduces every effect and move."""
     trace = trace_of(run)
-    loaded = load_bytes(file_of(trace))
+    written = file_of(trace)
+    loaded = load_bytes(written)
     assert loaded == trace
+    assert file_of(loaded) == written
     assert replay(loaded) == []
 
 

@@ -169,3 +169,14 @@ def test_a_full_disk_is_one_error_and_no_trace(capsys: pytest.CaptureFixture[str
     assert_one_line_error(
         err, "toolloop simulate: /dev/full: cannot write the trace: No space left on device"
     )
+
+
+@pytest.mark.parametrize("problem", ["No such file or directory", "Is a directory"])
+def test_a_trace_that_cannot_be_read_is_one_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], problem: str
+) -> None:
+    """A missing file or a folder: exit 2, one line with the system's reason."""
+    trace = tmp_path / "missing.jsonl" if problem.startswith("No") else tmp_path
+    status, _, err = run_cli(["replay", str(trace)], capsys)
+    assert status == 2
+    assert_one_line_error(err, f"toolloop replay: {trace}: cannot read the trace: {problem}\n")

@@ -1,10 +1,11 @@
-"""Writing a running turn's trace to a file, step by step, in memory that does not grow.
+"""Writing a running turn's trace to a file, step by step, without keeping the steps.
 
 `TraceWriter.observe` is an observer for `run_tool_loop`: each step's lines go
 to the file as the step is taken (`toolloop.engine.trace.TraceEncoder` keeps
-only what the next step's `reuse` needs), so a turn of 10,000 iterations is
-never held whole. `trace_file` opens the file and writes the end line when the
-block is left; a file without it was cut off, and readers refuse it.
+only the last value of each type, which the next one's `reuse` refers to), so
+the trace of a turn of 10,000 iterations is never held whole. `trace_file`
+opens the file and writes the end line when the block is left; a file
+without it was cut off, and readers refuse it.
 
 A trace records one attempt: give a writer to one `run_tool_loop` call.
 """

@@ -88,8 +88,8 @@ class TraceEncoder:
     """Turns an attempt into trace lines one step at a time, without newlines.
 
     It keeps only the last event and effect of each type, the base of the next
-    one's `reuse`, so a turn's trace can be written as it runs in constant
-    memory per step. `redact` hides tool secrets in every call's arguments and
+    one's `reuse` (values the turn holds anyway), so a turn's trace can be
+    written as it runs without keeping its steps. `redact` hides tool secrets in every call's arguments and
     in the failed-tool notice's; since the engine only copies arguments, a
     redacted trace still replays to its own (redacted) effects.
     """

@@ -89,9 +89,10 @@ class TraceEncoder:
 
     It keeps only the last event and effect of each type, the base of the next
     one's `reuse` (values the turn holds anyway), so a turn's trace can be
-    written as it runs without keeping its steps. `redact` hides tool secrets in every call's arguments and
-    in the failed-tool notice's; since the engine only copies arguments, a
-    redacted trace still replays to its own (redacted) effects.
+    written as it runs without keeping its steps. `redact` hides tool secrets
+    in every call's arguments and in the failed-tool notice's; since the engine
+    only copies arguments, a redacted trace still replays to its own (redacted)
+    effects.
     """
 
     def __init__(self, redact: Redact | None = None) -> None:

@@ -103,7 +103,7 @@ def provider(
     stray one in the environment is not even read.
     """
     if base_url is None:
-        return OpenAICompatProvider(base_url=url, model=MODEL, name="demo")
+        return OpenAICompatProvider(base_url=url, model=model or MODEL, name="demo")
     try:
         return OpenAICompatProvider(
             base_url=url, model=model or MODEL, api_key=key or None, name="endpoint"

@@ -3,7 +3,10 @@
 `load_config` is what a bot calls: it reads the process environment (or the
 mapping given), parses it with `toolloop.engine.config.parse_config` and logs
 each `ConfigWarning` once, at WARNING, on this module's logger, so a typo in a
-variable is never silent; the warnings are returned as well.
+variable is never silent; the warnings are returned as well. The value is
+logged quoted with Python's escapes (`repr`), since it is whatever the
+environment held: a newline in it must not forge a second log line, nor an
+escape sequence reach the terminal that shows the log.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ def load_config(env: Mapping[str, object] | None = None) -> LoadedConfig:
     for warning in loaded.warnings:
         variable = VARIABLES[warning.variable]
         log.warning(
-            "%s=%s is not an integer from %d to %d; using %d",
+            "%s=%r is not an integer from %d to %d; using %d",
             warning.variable,
             warning.value,
             variable.minimum,

@@ -45,7 +45,17 @@ from toolloop.engine.events import (
 )
 from toolloop.engine.step import InvalidEvent, Step, initial_state, step
 from toolloop.engine.table import Move
-from toolloop.engine.trace import Trace, TraceError, TraceStep, dump_lines, load_lines, replay
+from toolloop.engine.trace import (
+    Trace,
+    TraceEncoder,
+    TraceError,
+    TraceMismatch,
+    TraceStep,
+    dump_lines,
+    load_bytes,
+    load_lines,
+    replay,
+)
 from toolloop.engine.verbatim import VerbatimCall, VerbatimToolCallParser
 from toolloop.states import ConfigWarning, IterationState, Phase
 
@@ -93,8 +103,11 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "Trace",
     "TraceStep",
     "TraceError",
+    "TraceMismatch",
+    "TraceEncoder",
     "dump_lines",
     "load_lines",
+    "load_bytes",
     "replay",
     # the verbatim tool-call parser
     "VerbatimToolCallParser",

@@ -3,10 +3,13 @@
 A missing or blank value takes the default silently; a value that is not a
 decimal integer, or is outside its range, takes the default and is reported
 once as a `ConfigWarning` naming the variable, the bad value (shortened when
-huge) and the value used. The maximums keep every later use in range: a
-timeout in milliseconds of at most a day converts to seconds and deadlines
-without overflow, and a number of more digits than the maximum has is never
-handed to `int`. Parsing is pure; `toolloop.effects.config.load_config` reads
+huge) and the value used. Decimal means ASCII: digits, an optional sign and
+ASCII whitespace around them. A Unicode digit (`٧`) and Unicode whitespace (a
+no-break space) are both refused, although `int` would take either; a value
+of only such whitespace is not blank. The maximums keep every later use in
+range: a timeout in milliseconds of at most a day converts to seconds and
+deadlines without overflow, and a number of more digits than the maximum has
+is never handed to `int`. Parsing is pure; `toolloop.effects.config.load_config` reads
 the process environment and logs the warnings.
 """
 
@@ -17,7 +20,8 @@ import attrs
 
 from toolloop.states import ConfigWarning, LoopConfig
 
-_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
+_BLANK = re.compile(r"\s*", re.ASCII)
 _DAY_MS = 24 * 60 * 60 * 1000
 #: Characters of a bad value quoted in a warning.
 MAX_VALUE_CHARS = 40
@@ -76,7 +80,7 @@ def parse_config(env: Mapping[str, object]) -> LoadedConfig:
         raw = env.get(name)
         value = _parse(raw, variable)
         if value is None:
-            if raw is not None and (text := _text(raw)).strip():
+            if raw is not None and not _BLANK.fullmatch(text := _text(raw)):
                 warnings.append(ConfigWarning(variable=name, value=text, used=default))
             value = default
         values[variable.field] = value

@@ -10,12 +10,15 @@ how often it was taken.
 
 A trace is the JSON-lines file of `toolloop.engine.trace` (`toolloop simulate
 --trace FILE` writes it). The diagram needs only its `step` lines, but the
-file is read whole, so it must be a valid trace:
+file is read whole and replayed, so it must be a whole trace that replays
+exactly, as `toolloop replay` checks (a cut off, padded or doubled one is an
+error naming the line or the step):
 
-    {"kind": "start", "config": {...}, "turn": {...}}            first line
-    {"kind": "event", "event": {"_type": "StreamEnded", ...}}     one per step
-    {"kind": "effect", "effect": {"_type": "StreamOnce", ...}}    zero or more
+    {"kind": "start", "version": 2, "config": {...}, "turn": {...}}   first line
+    {"kind": "event", "event": {"_type": "StreamEnded", ...}}          one per step
+    {"kind": "effect", "effect": {"_type": "StreamOnce", ...}}         zero or more
     {"kind": "step", "move": "dispatched", "source": "streaming", "dest": "dispatching"}
+    {"kind": "end", "steps": 12}                                       last line
 
 `move` is the label `step` reported (`Step.move`), `source` and `dest` are
 `Phase` values; a (source, move, dest) that is not declared is an error.
@@ -30,7 +33,7 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from toolloop.engine.trace import Trace, load_lines
+from toolloop.engine.trace import Trace, load_bytes, replayed
 from toolloop.specs.machine import MACHINE, Declaration, Move
 from toolloop.states import Phase
 from toolloop.states.errors import ToolloopError
@@ -220,7 +223,9 @@ def diagram(fmt: str, trace_file: Path | None = None, *, rules: bool = False) ->
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     counts = None
     if trace_file is not None:
-        counts = trace_counts(load_lines(trace_file.read_text().splitlines()))
+        trace = load_bytes(trace_file.read_bytes())
+        counts = trace_counts(trace)  # an undeclared move first: the more telling refusal
+        replayed(trace)
     if fmt == "mermaid":
         return mermaid(counts=counts, rules=rules).encode()
     text = dot(counts=counts, rules=rules)

@@ -65,16 +65,29 @@ def notices_at_most_once(trace: Trace, result: Result) -> list[str]:
 def history_paired(trace: Trace, result: Result) -> list[str]:
     """Every history entry holds a call and a response under the same tool name."""
     found: list[str] = []
-    for where, effect in _effects(trace):
-        if not isinstance(effect, StreamOnce):
-            continue
-        for number, entry in enumerate(effect.function_history):
+    for where, effect, start in _histories(trace):
+        for number, entry in enumerate(effect.function_history[start:], start=start):
             response = entry.function_response
             name = response.get("name") if isinstance(response, dict) else None
             if name != entry.function_call.name or "response" not in response:
                 call = entry.function_call.name
                 found.append(f"{where}: history entry {number} pairs call {call!r} with {name!r}")
     return found
+
+
+def _histories(trace: Trace) -> Iterator[tuple[str, StreamOnce, int]]:
+    """Each provider call, and where its history's entries not yet seen start.
+
+    A history that extends the previous call's is checked from its first new
+    entry, so a trace of n calls costs n entries, not n squared; one that does
+    not is checked whole (and `history_only_grows` reports it).
+    """
+    previous: tuple[object, ...] = ()
+    for where, effect in _effects(trace):
+        if isinstance(effect, StreamOnce):
+            history = effect.function_history
+            yield where, effect, len(previous) if history[: len(previous)] == previous else 0
+            previous = history
 
 
 def history_only_grows(trace: Trace, result: Result) -> list[str]:
@@ -104,14 +117,12 @@ def sticker_only_on_completed(trace: Trace, result: Result) -> list[str]:
 def no_text_delivered_twice(trace: Trace, result: Result) -> list[str]:
     """Pre-tool text owned by a history entry is never also sent as a model part (prefill)."""
     found: list[str] = []
-    for where, effect in _effects(trace):
-        if not isinstance(effect, StreamOnce):
-            continue
-        owned = {
-            part.get("text")
-            for entry in effect.function_history
-            for part in entry.pre_tool_call_text_parts or ()
-        }
+    owned: set[object] = set()
+    for where, effect, start in _histories(trace):
+        if start == 0:
+            owned.clear()
+        for entry in effect.function_history[start:]:
+            owned.update(part.get("text") for part in entry.pre_tool_call_text_parts or ())
         for part in effect.accumulated_model_parts:
             if part.get("text") in owned:
                 text = part.get("text")

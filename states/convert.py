@@ -1,7 +1,8 @@
 """The cattrs converter of every datum: how states are written to and read from JSON.
 
 Unions are tagged with `_type` (the class name), so a trace read back holds the
-same classes it was written from.
+same classes it was written from. A key no field has is refused, not dropped:
+what is read back is exactly what was written.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from cattrs.strategies import configure_tagged_union
 
 from toolloop.states.calls import FunctionCall, StreamError
 
-converter = cattrs.Converter(omit_if_default=False)
+converter = cattrs.Converter(omit_if_default=False, forbid_extra_keys=True)
 converter.register_unstructure_hook_func(
     lambda cls: getattr(cls, "__origin__", cls) is frozenset, lambda value: sorted(value)
 )

@@ -34,6 +34,7 @@ PUBLIC = [
     *("LoopConfig", "load_config"),
     # the result
     *("GenerationTurnResult", "TurnStatus", "StreamResult", "StreamStatus", "StreamError"),
+    "trace_file",
     # built-in ports
     *("OpenAICompatProvider", "ApiFamily", "ConsoleChannel", "MemoryTurnControl"),
     # errors
@@ -58,7 +59,8 @@ FACADES = {
         *("QueueStopResponse", "ClearStopRequest", "MarkToolChainActive", "SetTextSuppression"),
         *("CountToolUsage", "RetainAffordance", "Finish", "RaiseError", "ErrorKind"),
         *("parse_config", "LoadedConfig", "ConfigWarning"),
-        *("Trace", "TraceStep", "TraceError", "dump_lines", "load_lines", "replay"),
+        *("Trace", "TraceStep", "TraceError", "TraceMismatch", "TraceEncoder"),
+        *("dump_lines", "load_lines", "load_bytes", "replay"),
         *("VerbatimToolCallParser", "VerbatimCall"),
     },
     "toolloop.testing": {

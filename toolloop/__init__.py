@@ -24,6 +24,7 @@ from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.signature import Secret, SignatureError
 from toolloop.effects.tool_schema import ToolSchemaError
+from toolloop.effects.trace_file import trace_file
 from toolloop.effects.turn import Attempt, RetryableError, run_generation_turn
 from toolloop.states import (
     ApiFamily,
@@ -64,6 +65,7 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "StreamResult",
     "StreamStatus",
     "StreamError",
+    "trace_file",
     # built-in ports
     "OpenAICompatProvider",
     "ApiFamily",

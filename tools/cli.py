@@ -16,7 +16,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from toolloop.engine.trace import TraceError, dump_lines, load_lines, redacted, replay
+from toolloop.effects.trace_file import trace_file
+from toolloop.engine.trace import TraceError, load_bytes, redacted, replay
 from toolloop.specs import diagram, invariants, paths
 from toolloop.tools.scenario import ScenarioError, load_scenario
 
@@ -50,12 +51,13 @@ def _simulate(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario)
     except ScenarioError as error:
         return _fail("simulate", str(error))
-    document, trace, _ = simulate(scenario)
     redact = scripted_registry(scenario.tools, MemoryTurnControl()).redact
-    if args.trace is not None:
-        lines = dump_lines(trace, redact)
+    if args.trace is None:
+        document, _, _ = simulate(scenario)
+    else:
         try:
-            args.trace.write_text("".join(f"{line}\n" for line in lines), "utf-8")
+            with trace_file(args.trace, redact) as writer:
+                document, _, _ = simulate(scenario, writer.observe)
         except OSError as error:
             return _fail("simulate", f"{args.trace}: cannot write the trace: {error.strerror}")
     print(json.dumps(redacted(document, redact), indent=2, ensure_ascii=False))
@@ -64,10 +66,10 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     try:
-        trace = load_lines(args.trace.read_text("utf-8").splitlines())
-    except UnicodeDecodeError as error:
-        return _fail("replay", f"{args.trace}: not UTF-8 text (byte {error.start}: {error.reason})")
-    except (OSError, TraceError) as error:
+        trace = load_bytes(args.trace.read_bytes())
+    except OSError as error:
+        return _fail("replay", f"{args.trace}: cannot read the trace: {error.strerror}")
+    except TraceError as error:
         return _fail("replay", f"{args.trace}: {error}")
     problems = replay(trace)
     if args.check:

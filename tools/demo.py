@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +29,6 @@ from rich.text import Text
 
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.ports import Notice, StreamSpan
-from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.engine import commands as fx
@@ -53,7 +53,6 @@ SYSTEM = (
     "get_time tool for the time of day; never guess either. Say in a few words what you "
     "are about to do before each tool call, then answer in one sentence."
 )
-KEY_VARIABLE = "OPENAI_API_KEY"
 
 
 def demo(*, base_url: str | None = None, model: str | None = None, verbatim: bool = False) -> int:
@@ -67,17 +66,16 @@ def demo(*, base_url: str | None = None, model: str | None = None, verbatim: boo
         status = anyio.run(_converse, console, base_url, model, verbatim, backend="trio")
     except* KeyboardInterrupt:  # bare, or from inside the loop's task groups
         console.print("\ninterrupted", markup=False)
+    except* demo_model.BadKey as bad:
+        print(f"toolloop demo: {bad.exceptions[0]}", file=sys.stderr)
+        status = 2
     return status
 
 
 async def _converse(console: Console, base_url: str | None, model: str | None, v: bool) -> int:
     with demo_model.endpoint(base_url) as url:
-        provider = OpenAICompatProvider(
-            base_url=url,
-            model=model or demo_model.MODEL,
-            api_key=os.environ.get(KEY_VARIABLE) or None,
-            name="demo" if base_url is None else "endpoint",
-        )
+        key = os.environ.get(demo_model.KEY_VARIABLE)
+        provider = demo_model.provider(url, base_url=base_url, model=model, key=key)
         display = Display(console)
         display.header(url, provider.model, verbatim=v)
         async with provider:

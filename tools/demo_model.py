@@ -13,9 +13,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from toolloop.effects.providers.openai_compat import OpenAICompatProvider
+from toolloop.states.errors import ToolloopError
 from toolloop.testing.model_server import ModelServer
 
 MODEL = "toolloop-demo"
+KEY_VARIABLE = "OPENAI_API_KEY"
 PLAN = (
     ("calculate", {"expression": "17 * 23 + 4"}, "Let me work out the sum first."),
     ("get_time", {"timezone": "Asia/Tokyo"}, "Now the time in Tokyo."),
@@ -85,3 +88,25 @@ def endpoint(base_url: str | None) -> Iterator[str]:
         return
     with ModelServer(chunks) as server:
         yield server.base_url
+
+
+class BadKey(ToolloopError, ValueError):
+    """The API key in `OPENAI_API_KEY` is one the provider refuses (its message never quotes it)."""
+
+
+def provider(
+    url: str, *, base_url: str | None, model: str | None, key: str | None
+) -> OpenAICompatProvider:
+    """The provider for `endpoint(base_url)`'s `url`; a key the provider refuses raises `BadKey`.
+
+    The embedded model (no `base_url`) needs no key, so none is sent to it and a
+    stray one in the environment is not even read.
+    """
+    if base_url is None:
+        return OpenAICompatProvider(base_url=url, model=model or MODEL, name="demo")
+    try:
+        return OpenAICompatProvider(
+            base_url=url, model=model or MODEL, api_key=key or None, name="endpoint"
+        )
+    except ValueError as error:  # with no headers or extra body given, only the key is checked
+        raise BadKey(f"{KEY_VARIABLE}: {error}") from None

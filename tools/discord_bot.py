@@ -2,7 +2,8 @@
 
 Configured by the environment (`toolloop.effects.discord.bot`): `DISCORD_TOKEN`
 is required; without `TOOLLOOP_BASE_URL` the embedded demo model is served on
-loopback, so a bot token alone gives a working bot.
+loopback (and `OPENAI_API_KEY` is not read), so a bot token alone gives a
+working bot. A key the provider refuses is one line naming the variable.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import sys
 from collections.abc import Mapping
 
 from toolloop.effects.discord.bot import BotSettings, MissingSetting, ToolloopBot
-from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry
 
@@ -29,19 +29,20 @@ def main(env: Mapping[str, str] | None = None) -> int:
         print(f"toolloop discord: {kind}: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(settings))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(settings))
+    except demo_model.BadKey as error:
+        print(f"toolloop discord: bad setting: {error}", file=sys.stderr)
+        return 2
     return 0
 
 
 async def serve(settings: BotSettings) -> None:
     """Log in and answer messages until the bot is closed."""
     with demo_model.endpoint(settings.base_url) as url:
-        provider = OpenAICompatProvider(
-            base_url=url,
-            model=settings.model or demo_model.MODEL,
-            api_key=settings.api_key,
-            name="demo" if settings.base_url is None else "endpoint",
+        provider = demo_model.provider(
+            url, base_url=settings.base_url, model=settings.model, key=settings.api_key
         )
         async with (
             provider,

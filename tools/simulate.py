@@ -8,14 +8,13 @@ whenever every task waits, so a stalled stream times out at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import trio
 import trio.testing
 
 from toolloop.effects.in_memory import MemoryTurnControl
-from toolloop.effects.interpreter import run_tool_loop
+from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.ports import Notice
 from toolloop.engine.config import parse_config
 from toolloop.engine.events import Event
@@ -27,8 +26,13 @@ from toolloop.tools.scenario import Scenario
 from toolloop.tools.scripted import ScriptedChannel, scripted_ports
 
 
-def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnControl]:
-    """Run `scenario` once; the simulate document, the trace and the final turn control."""
+def simulate(
+    scenario: Scenario, observer: Observer | None = None
+) -> tuple[dict[str, Any], Trace, MemoryTurnControl]:
+    """Run `scenario` once; the simulate document, the trace and the final turn control.
+
+    `observer` sees every step as well (`toolloop simulate --trace` writes them).
+    """
     loaded = parse_config(scenario.env)
     steps: list[TraceStep] = []
     control = MemoryTurnControl(record_registrations=True)  # for the cleanup invariant
@@ -45,7 +49,7 @@ def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnContr
                 registry=registry,
                 channel=channel,
                 control=control,
-                observer=_recorder(steps),
+                observer=_recorder(steps, observer),
             )
         except Exception as error:  # the scenario ran; what it raised is part of its output
             outcome["raised"] = error
@@ -63,8 +67,10 @@ def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnContr
     return document, trace, control
 
 
-def _recorder(steps: list[TraceStep]) -> Callable[[IterationState, Event, Step], None]:
+def _recorder(steps: list[TraceStep], also: Observer | None) -> Observer:
     def record(before: IterationState, event: Event, out: Step) -> None:
+        if also is not None:
+            also(before, event, out)
         steps.append(
             TraceStep(
                 event=event,

@@ -25,12 +25,12 @@ def test_warnings_are_logged_once_at_warning_when_loaded(caplog: pytest.LogCaptu
         (
             logging.WARNING,
             "toolloop.effects.config",
-            "BOT_MAX_CONSECUTIVE_TOOL_ERRORS=lots is not an integer from 1 to 1000; using 5",
+            "BOT_MAX_CONSECUTIVE_TOOL_ERRORS='lots' is not an integer from 1 to 1000; using 5",
         ),
         (
             logging.WARNING,
             "toolloop.effects.config",
-            "TOOL_EXECUTION_TIMEOUT_MS=5 is not an integer from 10000 to 86400000; using 300000",
+            "TOOL_EXECUTION_TIMEOUT_MS='5' is not an integer from 10000 to 86400000; using 300000",
         ),
     ]
     assert len(loaded.warnings) == 2
@@ -42,9 +42,29 @@ def test_a_huge_value_is_logged_shortened(caplog: pytest.LogCaptureFixture) -> N
         load_config({"STREAM_ABANDONED_SETTLE_TIMEOUT_MS": "2" + "0" * 4999})
     (record,) = caplog.records
     assert record.getMessage() == (
-        f"STREAM_ABANDONED_SETTLE_TIMEOUT_MS={'2' + '0' * 39}… (5000 characters) "
+        f"STREAM_ABANDONED_SETTLE_TIMEOUT_MS='{'2' + '0' * 39}… (5000 characters)' "
         "is not an integer from 0 to 600000; using 5000"
     )
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("5\nWARNING toolloop: all good", "'5\\nWARNING toolloop: all good'"),
+        ("\x1b[2J\x1b]0;owned\x07", "'\\x1b[2J\\x1b]0;owned\\x07'"),
+        ("7\r", "'7\\r'"),
+        ("\u202e9", "'\\u202e9'"),
+        ("\u00a07", "'\\xa07'"),
+    ],
+)
+def test_a_value_is_logged_escaped(caplog: pytest.LogCaptureFixture, raw: str, shown: str) -> None:
+    """A newline cannot forge a log line, nor an escape sequence reach the terminal."""
+    with caplog.at_level(logging.WARNING, logger="toolloop"):
+        load_config({"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": f"x{raw}"})
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert message.startswith(f"BOT_MAX_CONSECUTIVE_TOOL_ERRORS='x{shown[1:]} is not an integer")
+    assert message.isprintable()
 
 
 def test_valid_configuration_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:

@@ -64,9 +64,29 @@ def test_integers_with_whitespace_and_sign_are_read(raw: object) -> None:
     )
 
 
-@pytest.mark.parametrize("raw", ["7.0", "1e3", "0x10", "7abc", "abc", "٧", "True"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "7.0",
+        "1e3",
+        "0x10",
+        "7abc",
+        "abc",
+        "٧",
+        "７",
+        "True",
+        "\u00a07",
+        "7\u3000",
+        "\u2003",
+        "\x85",
+    ],
+)
 def test_non_integers_fall_back_with_one_warning(raw: str) -> None:
-    """A non-integer takes the default and is reported once with variable, value and default."""
+    """A non-integer takes the default and is reported once with variable, value and default.
+
+    Unicode digits and Unicode whitespace alike (around digits or alone) are
+    refused, though `int` reads both: only ASCII is a decimal integer here.
+    """
     loaded = parse_config({"BOT_MAX_FUNCTION_CALL_ITERATIONS": raw})
     assert loaded.config.max_function_call_iterations == 100
     assert loaded.warnings == (

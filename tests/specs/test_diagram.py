@@ -130,9 +130,9 @@ class TestTrace:
 
     def test_counts_are_how_often_each_move_was_taken(self, tmp_path: Path) -> None:
         """Three dispatches, two successes, one failure, one completion."""
-        from toolloop.engine.trace import load_lines
+        from toolloop.engine.trace import load_bytes
 
-        counts = trace_counts(load_lines(a_trace(tmp_path).read_text().splitlines()))
+        counts = trace_counts(load_bytes(a_trace(tmp_path).read_bytes()))
         assert counts == {
             (Phase.IDLE, "started"): 1,
             (Phase.STREAMING, "dispatched"): 3,

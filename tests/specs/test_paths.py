@@ -14,7 +14,7 @@ import pytest
 from tests.specs.conformance import never_taken, violations
 from tests.specs.scenario_driver import run_scenario
 from toolloop.engine.table import STREAMING
-from toolloop.engine.trace import load_lines
+from toolloop.engine.trace import load_bytes
 from toolloop.specs.machine import MACHINE, Move
 from toolloop.specs.paths import (
     WITNESSES,
@@ -74,7 +74,7 @@ def test_simulate_takes_the_path_the_model_predicts(path: ModelPath, tmp_path: P
     command = [sys.executable, "-m", "toolloop.tools.cli", "simulate", str(scenario)]
     done = subprocess.run([*command, "--trace", str(trace)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    recorded = load_lines(trace.read_text().splitlines())
+    recorded = load_bytes(trace.read_bytes())
     assert [step.move for step in recorded.steps] == labels(path)
 
 

@@ -120,12 +120,12 @@ def test_simulate_unwritable_trace_is_a_clear_error(
 def test_replay_binary_file_is_a_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A binary (non-UTF-8) trace: exit 2 naming the file and the first bad byte."""
+    """A binary (non-UTF-8) trace: exit 2 naming the file, the line and the first bad byte."""
     trace = tmp_path / "t.jsonl"
     trace.write_bytes(b'{"kind": "start"}\n\xff\xfe\x00garbage')
     status, _, err = run_cli(["replay", str(trace)], capsys)
     assert status == 2
-    assert_one_line_error(err, f"toolloop replay: {trace}: not UTF-8 text (byte 18: ")
+    assert_one_line_error(err, f"toolloop replay: {trace}: line 2: not UTF-8 text (byte 18: ")
 
 
 @pytest.mark.parametrize(
@@ -168,4 +168,5 @@ def test_installed_command_prints_no_traceback_for_a_binary_trace(tmp_path: Path
         text=True,
     )
     assert done.returncode == 2
-    assert_one_line_error(done.stderr, f"toolloop replay: {trace}: not UTF-8 text (byte 0: ")
+    expected = f"toolloop replay: {trace}: line 1: not UTF-8 text (byte 0: "
+    assert_one_line_error(done.stderr, expected)

@@ -19,6 +19,8 @@ import pytest
 from tests.openai_server import OpenAIServer, text_reply, tool_call_reply
 from toolloop.effects.turn import NUDGE
 from toolloop.testing.model_server import ModelServer
+from toolloop.tools import demo_model
+from toolloop.tools.cli import main as cli
 
 TOOLLOOP = Path(sys.executable).with_name("toolloop")
 SUMMARY = re.compile(r"^summary: (\d+) provider calls?, (\d+) tools? run, \d+\.\d\d s$", re.M)
@@ -191,3 +193,45 @@ class TestModelServer:
             response = httpx.post(f"{server.base_url}/chat/completions", content=body)
         assert response.status_code == 400
         assert problem in response.json()["error"]["message"]
+
+
+BAD_KEY = "sk-\nforged"
+KEY_ERROR = (
+    "OPENAI_API_KEY: the API key has a character an HTTP header cannot carry at position 3 "
+    "(U+000A; only printable ASCII is allowed); the value is not shown\n"
+)
+
+
+class TestTheKey:
+    def test_a_key_the_provider_refuses_is_one_line_and_status_2(
+        self, endpoint: OpenAIServer
+    ) -> None:
+        """A bad OPENAI_API_KEY with --base-url: one line naming the variable, nothing sent."""
+        done = run_demo("--base-url", endpoint.base_url, "--model", "m", key=BAD_KEY)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == f"toolloop demo: {KEY_ERROR}"
+        assert endpoint.requests == []
+
+    def test_the_embedded_model_needs_no_key_and_ignores_a_bad_one(self) -> None:
+        """Without --base-url the key is never read: a bad one changes nothing."""
+        done = run_demo(key=BAD_KEY)
+        assert done.returncode == 0, done.stderr
+        assert summary(done.stdout) == (3, 2)
+
+    def test_the_embedded_provider_carries_no_key(self) -> None:
+        """The provider built for the embedded model sends no Authorization, whatever is set."""
+        provider = demo_model.provider(
+            "http://127.0.0.1:9/v1", base_url=None, model=None, key="sk-real"
+        )
+        assert "api_key=none" in repr(provider)
+
+    def test_toolloop_discord_with_a_bad_key_exits_2_in_one_line(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`toolloop discord` with an endpoint and a bad key: one line, before any login."""
+        monkeypatch.setenv("DISCORD_TOKEN", "abc")
+        monkeypatch.setenv("TOOLLOOP_BASE_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", BAD_KEY)
+        assert cli(["discord"]) == 2
+        out, err = capsys.readouterr()
+        assert (out, err) == ("", f"toolloop discord: bad setting: {KEY_ERROR}")

@@ -1,0 +1,226 @@
+"""Secrets inside `X | None`, defaults, forbidden keys: nowhere the registry hands them out.
+
+Issue 20 item 2: a `Secret` inside an optional attrs class, TypedDict or list
+of them is redacted in `recent()`, the tool event, the failed-tool notice and
+the Discord thought log; a secret's default is not published in the schema;
+a secret sent as a key the schema forbids shows neither in the ring nor in
+the failure.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, NotRequired, TypedDict
+
+import attrs
+import discord
+import pytest
+
+from tests.discord.conftest import channel, configured, embeds, run
+from tests.effects.harness import ScriptProvider, calling, completed
+from tests.effects.test_registry import CUSTOM, execute
+from toolloop.effects.discord import DiscordChannel, EditWindow
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.interpreter import run_tool_loop
+from toolloop.effects.observe import ToolStarted
+from toolloop.effects.redaction import REDACTED, has_secrets, redact
+from toolloop.effects.registry import ToolRegistry, ToolSchemaError
+from toolloop.effects.signature import Secret
+from toolloop.effects.turn import Attempt, run_generation_turn
+from toolloop.states import JsonObject, LoopConfig, TurnSettings
+
+SECRET = "CANARY-optional-5c1e"
+
+
+@attrs.frozen
+class Creds:
+    user: str
+    token: Annotated[str, Secret]
+
+
+class Session(TypedDict):
+    id: int
+    cookie: NotRequired[Annotated[str, Secret]]
+
+
+def vault_registry(received: list[Any]) -> ToolRegistry:
+    """One typed tool whose secrets sit only inside optional parameters; it always fails."""
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def vault(
+        creds: Creds | None = None,
+        session: Session | None = None,
+        backups: list[Creds] | None = None,
+    ) -> None:
+        received.append((creds, session, backups))
+        raise RuntimeError("vault is locked")
+
+    return registry
+
+
+ARGS: JsonObject = {
+    "creds": {"user": "ana", "token": SECRET},
+    "session": {"id": 7, "cookie": SECRET},
+    "backups": [{"user": "bo", "token": SECRET}],
+}
+SHOWN: JsonObject = {
+    "creds": {"user": "ana", "token": REDACTED},
+    "session": {"id": 7, "cookie": REDACTED},
+    "backups": [{"user": "bo", "token": REDACTED}],
+}
+
+
+class TestOptionalSecrets:
+    def test_the_schema_marks_secrets_under_any_of(self) -> None:
+        """`X | None` keeps X's secret fields inside its `anyOf`, where the walk now looks."""
+        (spec,) = vault_registry([]).specs(CUSTOM)
+        creds = spec.parameters["properties"]["creds"]
+        assert creds["anyOf"][0]["properties"]["token"]["writeOnly"] is True
+        assert has_secrets(spec.parameters)
+
+    @pytest.mark.anyio
+    async def test_recent_shows_optional_secrets_redacted_and_the_tool_gets_them(self) -> None:
+        """The ring holds the redacted arguments; the function receives the real values."""
+        received: list[Any] = []
+        registry = vault_registry(received)
+        result = await execute(registry, "vault", ARGS)
+        assert result.error == 'tool "vault" raised RuntimeError: vault is locked'
+        assert registry.recent()[-1].args == SHOWN
+        assert received == [
+            (Creds("ana", SECRET), {"id": 7, "cookie": SECRET}, [Creds("bo", SECRET)])
+        ]
+
+    @pytest.mark.anyio
+    async def test_the_tool_event_and_the_failed_tool_notice_show_no_secret(self) -> None:
+        """Through the interpreter: `ToolStarted.args` and the hidden notice are redacted."""
+        events: list[Any] = []
+        channel_port = RecordingChannel()
+        await run_tool_loop(
+            turn=TurnSettings(),
+            config=LoopConfig(),
+            provider=ScriptProvider(calling("vault", ARGS), completed()),
+            registry=vault_registry([]),
+            channel=channel_port,
+            control=MemoryTurnControl(),
+            on_event=events.append,
+        )
+        (started,) = [event for event in events if isinstance(event, ToolStarted)]
+        assert started.args == SHOWN
+        (thought,) = channel_port.thoughts
+        assert json.dumps(SHOWN["creds"], ensure_ascii=False) in thought.text
+        assert SECRET not in repr(events) + repr(channel_port)
+
+    def test_the_discord_thought_log_shows_no_secret(self) -> None:
+        """The failed-tool notice posted to the thought-log channel is redacted."""
+
+        async def main() -> list[discord.Embed]:
+            await configured()
+            async with DiscordChannel(
+                channel(0), window=EditWindow(), thought_log=channel(1)
+            ) as port:
+                await run_generation_turn(
+                    turn=TurnSettings(),
+                    attempts=[
+                        Attempt(provider=ScriptProvider(calling("vault", ARGS), completed()))
+                    ],
+                    registry=vault_registry([]),
+                    channel=port,
+                    control=MemoryTurnControl(),
+                )
+            return embeds(channel(1))
+
+        (embed,) = run(main)
+        assert embed.description is not None
+        assert "vault is locked" in embed.description
+        assert REDACTED in embed.description
+        assert SECRET not in embed.description
+
+
+class TestDefaults:
+    def test_a_secret_default_is_not_published(self) -> None:
+        """A `Secret` parameter's default, or an attrs default holding one, stays out."""
+        registry = ToolRegistry()
+
+        @registry.tool
+        async def call_api(
+            key: Annotated[str, Secret] = SECRET,
+            creds: Creds = Creds("ana", SECRET),
+            backup: Annotated[str, Secret] | None = None,
+            region: str = "eu",
+        ) -> None: ...
+
+        (spec,) = registry.specs(CUSTOM)
+        properties = spec.parameters["properties"]
+        assert SECRET not in json.dumps(spec.parameters)
+        assert "default" not in properties["key"]
+        assert "default" not in properties["creds"]
+        assert "default" not in properties["backup"]  # a secret's default, even None
+        assert properties["region"]["default"] == "eu"
+
+    def test_an_explicit_write_only_default_is_refused_at_registration(self) -> None:
+        """A hand-written schema with a secret's default would send it to the provider."""
+        parameters = {
+            "type": "object",
+            "properties": {"key": {"type": "string", "writeOnly": True, "default": SECRET}},
+        }
+
+        async def call_api(args: JsonObject, call: Any) -> None: ...
+
+        with pytest.raises(ToolSchemaError) as caught:
+            ToolRegistry().register(call_api, parameters=parameters)
+        assert str(caught.value) == (
+            'tool "call_api": parameters.properties.key.default: '
+            "a writeOnly (secret) value's default would be sent to the model provider"
+        )
+        assert SECRET not in str(caught.value)
+
+
+class TestForbiddenKeys:
+    @pytest.mark.anyio
+    async def test_a_secret_sent_as_a_forbidden_key_shows_nowhere(self) -> None:
+        """The failure lists the keys allowed; the ring hides the forbidden key and its value."""
+        received: list[Any] = []
+        registry = vault_registry(received)
+        result = await execute(registry, "vault", {"creds": None, SECRET: "x", "other": 1})
+        assert result.error == (
+            'invalid arguments for tool "vault": $: has keys that are not allowed '
+            '(allowed: "creds", "session", "backups") (rule: additionalProperties)'
+        )
+        assert registry.recent()[-1].args == {
+            "creds": None,
+            REDACTED: "2 keys the schema does not allow",
+        }
+        assert received == []
+
+    def test_keys_of_an_open_object_are_data_and_stay(self) -> None:
+        """`additionalProperties` as a schema allows any key: keys stay, secret values go."""
+        schema = {"type": "object", "additionalProperties": {"type": "string", "writeOnly": True}}
+        assert redact({"github": "t1", "gitlab": "t2"}, schema) == {
+            "github": REDACTED,
+            "gitlab": REDACTED,
+        }
+
+
+class TestCombinators:
+    @pytest.mark.parametrize("keyword", ["anyOf", "oneOf", "allOf"])
+    def test_a_secret_under_any_combinator_is_redacted(self, keyword: str) -> None:
+        """Every branch is applied: a part any branch marks `writeOnly` is redacted."""
+        schema = {
+            keyword: [
+                {"type": "object", "properties": {"a": {"writeOnly": True}}},
+                {"type": "object", "properties": {"b": {"items": {"writeOnly": True}}}},
+            ]
+        }
+        assert has_secrets(schema)
+        assert redact({"a": SECRET, "b": [SECRET], "c": 1}, schema) == {
+            "a": REDACTED,
+            "b": [REDACTED],
+            "c": 1,
+        }
+
+    def test_a_schema_without_write_only_anywhere_has_no_secrets(self) -> None:
+        """`has_secrets` is what lets the registry skip the walk: false means nothing to hide."""
+        schema = {"anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}}]}
+        assert not has_secrets(schema)
+        assert redact({"a": "x"}, schema) == {"a": "x"}

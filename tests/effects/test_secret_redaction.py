@@ -27,7 +27,7 @@ from toolloop.effects.redaction import REDACTED, has_secrets, redact
 from toolloop.effects.registry import ToolRegistry, ToolSchemaError
 from toolloop.effects.signature import Secret
 from toolloop.effects.turn import Attempt, run_generation_turn
-from toolloop.states import JsonObject, LoopConfig, TurnSettings
+from toolloop.states import FunctionCall, JsonObject, LoopConfig, TurnSettings
 
 SECRET = "CANARY-optional-5c1e"
 
@@ -192,6 +192,22 @@ class TestForbiddenKeys:
             REDACTED: "2 keys the schema does not allow",
         }
         assert received == []
+
+    @pytest.mark.parametrize(
+        ("args", "shown"),
+        [
+            ({SECRET: 1, "a": 2}, "<2 arguments>"),
+            ({SECRET: 1}, "<1 argument>"),
+            ({}, "<no arguments>"),
+        ],
+    )
+    def test_a_function_call_s_repr_counts_its_arguments_without_naming_them(
+        self, args: JsonObject, shown: str
+    ) -> None:
+        """Reprs reach logs and the turn result's repr: a key may be a misplaced secret."""
+        assert repr(FunctionCall(name="t", args=args)) == (
+            f"FunctionCall(name='t', args={shown}, passthrough={{}}, arguments_truncated=False)"
+        )
 
     def test_keys_of_an_open_object_are_data_and_stay(self) -> None:
         """`additionalProperties` as a schema allows any key: keys stay, secret values go."""

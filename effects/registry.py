@@ -110,8 +110,9 @@ class ToolCall:
 
 ToolReturn: TypeAlias = ToolResult | JsonObject | None
 ToolFunction: TypeAlias = Callable[[JsonObject, ToolCall], Awaitable[ToolReturn]]
-AnyToolFunction = TypeVar("AnyToolFunction", bound=Callable[..., Awaitable[ToolReturn]])
-"""The dict form `(args, call)` or a typed function (`toolloop.effects.signature`)."""
+AnyToolFunction = TypeVar("AnyToolFunction", bound=Callable[..., Awaitable[Any]])
+"""The dict form `(args, call)` or a typed function (`toolloop.effects.signature`), which
+may return any JSON data."""
 ProviderGate: TypeAlias = Callable[[ProviderDescriptor], bool]
 TurnGate: TypeAlias = Callable[[ToolContext], bool]
 FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
@@ -172,7 +173,7 @@ class ToolRegistry:
 
     def register(
         self,
-        function: Callable[..., Awaitable[ToolReturn]],
+        function: Callable[..., Awaitable[Any]],
         *,
         name: str | None = None,
         parameters: JsonObject | None = None,

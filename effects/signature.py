@@ -10,11 +10,16 @@ the dict form ``(args, call)``. The mapping (the table in docs/tools.md):
 * ``Literal[...]`` and ``Enum`` classes -> ``enum`` of their (JSON scalar) values.
 * ``list[X]`` -> ``array`` of X; ``dict[str, X]`` -> ``object`` with X values.
 * ``X | None`` -> ``anyOf`` X or ``null``; a parameter with a default is not required, and
-  the default is shown to the model when it is JSON.
+  the default is shown to the model when it is JSON and holds no secret.
 * attrs classes and ``TypedDict`` -> nested ``object`` schemas, no other keys allowed.
 * ``Annotated[X, "text"]`` describes X; ``Annotated[X, Secret]`` marks it ``writeOnly``, which
   the registry redacts wherever it hands arguments out.
 * A parameter annotated with the registry's ``ToolCall`` receives the call, not an argument.
+
+What the function returns is its result: a ``ToolResult`` or None as is, any other value
+(unstructured to JSON) the success data; a return annotation JSON cannot hold is refused.
+Arguments the schema passed but the types cannot hold (``10**400`` as a ``float``) raise
+``ArgumentError`` before the function runs, which the registry answers as invalid arguments.
 
 Descriptions come from the docstring: its text before the first section is the tool's
 description, and a Google ``Args:`` section or reST ``:param name:`` fields describe the

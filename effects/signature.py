@@ -29,6 +29,7 @@ parameters (``Annotated`` text wins over the docstring).
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import json
 import re
@@ -276,10 +277,10 @@ def _structure_typeddict(value: Any, hint: Any) -> dict[str, Any]:
     cattrs reads the class's ``__required_keys__``, wrong under
     ``from __future__ import annotations`` (see ``_is_required_key``).
     """
-    hints = typing.get_type_hints(hint, include_extras=True)
+    hints = _key_hints(hint)
     structured, errors = {}, []
     for key, item in value.items():
-        key_hint = _unwrap_required(hints[key])
+        key_hint = hints[key]
         try:
             structured[key] = _STRUCTURER.structure(item, key_hint)
         except Exception as error:
@@ -288,6 +289,14 @@ def _structure_typeddict(value: Any, hint: Any) -> dict[str, Any]:
     if errors:
         raise cattrs.ClassValidationError(f"While structuring {hint.__name__}", errors, hint)
     return structured
+
+
+@functools.cache
+def _key_hints(cls: Any) -> dict[str, Any]:
+    """A TypedDict's keys and their types, ``Required``/``NotRequired`` taken off (resolved
+    once per class: every call of the tool structures with them)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {key: _unwrap_required(hint) for key, hint in hints.items()}
 
 
 def _is_literal(hint: Any) -> bool:

@@ -15,6 +15,8 @@ from typing import Annotated, Any, NotRequired, TypedDict
 import attrs
 import discord
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.discord.conftest import channel, configured, embeds, run
 from tests.effects.harness import ScriptProvider, calling, completed
@@ -240,3 +242,57 @@ class TestCombinators:
         schema = {"anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}}]}
         assert not has_secrets(schema)
         assert redact({"a": "x"}, schema) == {"a": "x"}
+
+
+# The property: no value a writeOnly schema applies to survives, whatever the nesting.
+
+_LEAF = st.sampled_from([{"type": "string"}, {"type": "string", "writeOnly": True}])
+_SCHEMAS = st.recursive(
+    _LEAF,
+    lambda children: st.one_of(
+        st.builds(
+            lambda properties, extra: {
+                "type": "object",
+                "properties": properties,
+                "additionalProperties": extra,
+            },
+            st.dictionaries(st.sampled_from("abcd"), children, max_size=3),
+            st.booleans() | children,
+        ),
+        st.builds(lambda items: {"type": "array", "items": items}, children),
+        st.builds(lambda inner: {"anyOf": [inner, {"type": "null"}]}, children),
+        st.builds(lambda a, b: {"allOf": [a, b]}, children, children),
+    ),
+    max_leaves=8,
+)
+
+
+def _value(draw: Any, schema: dict[str, Any], secret: bool = False) -> Any:
+    """A value fitting `schema`; every string under a writeOnly schema is the canary."""
+    secret = secret or schema.get("writeOnly") is True
+    if "allOf" in schema:
+        return _value(draw, schema["allOf"][draw(st.integers(0, 1))], secret)
+    if "anyOf" in schema:
+        return None if draw(st.booleans()) else _value(draw, schema["anyOf"][0], secret)
+    if schema["type"] == "array":
+        return [_value(draw, schema["items"], secret) for _ in range(draw(st.integers(0, 2)))]
+    if schema["type"] == "object":
+        value = {key: _value(draw, child, secret) for key, child in schema["properties"].items()}
+        extra = schema["additionalProperties"]
+        if extra is not False and draw(st.booleans()):
+            value["zz"] = _value(draw, {"type": "string"} if extra is True else extra, secret)
+        return value
+    return SECRET if secret else "plain"
+
+
+@settings(max_examples=300, deadline=None)
+@given(schema=_SCHEMAS, data=st.data())
+def test_no_value_under_a_write_only_schema_survives_redaction(
+    schema: dict[str, Any], data: st.DataObject
+) -> None:
+    """For any nesting of properties, additionalProperties, items, anyOf and allOf, a string
+    a writeOnly schema applies to is gone after `redact`, and `has_secrets` saw the schema."""
+    value = _value(data.draw, schema)
+    assert SECRET not in json.dumps(redact(value, schema))
+    if SECRET in json.dumps(value):
+        assert has_secrets(schema)

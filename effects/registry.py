@@ -294,7 +294,11 @@ class ToolRegistry:
             else:
                 ran = True
                 tool_call = _new_tool_call(name=call.name, context=context, invocation=invocation)
-                result = await _run(tool, args, tool_call)
+                try:
+                    result = await _run(tool, args, tool_call)
+                except ArgumentError as error:  # raised before the function was called
+                    ran = False
+                    result = _failure(f'invalid arguments for tool "{call.name}": {error}')
             return result
         finally:
             shown = None if call.args is None else _shown(tool, args, not_json)
@@ -370,8 +374,8 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
     """Run the tool's code; what it raises or returns wrongly becomes a failure."""
     try:
         returned = await tool.function(args, call)
-    except ArgumentError as error:  # a typed tool's arguments, before its code ran
-        return _failure(f'invalid arguments for tool "{call.name}": {error}')
+    except ArgumentError:  # a typed tool's arguments, before its code ran: `execute` answers
+        raise
     except Exception as error:
         text = str(error).encode("utf-8", "replace").decode()  # a lone surrogate becomes "?"
         message = _shorten(text, MAX_ERROR_CHARS)

@@ -244,7 +244,7 @@ def _where(parts: Sequence[str | int]) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _regex(pattern: str) -> Any:
+def regex(pattern: str) -> Any:
     """The RE2 program for `pattern` (cached: schemas repeat their patterns on every call)."""
     options = re2.Options()
     options.log_errors = False
@@ -306,7 +306,7 @@ def _resolve(name: str, resolver: Any, ref: str, path: list[str | int]) -> None:
 
 def _compile(name: str, pattern: str, path: list[str | int]) -> None:
     try:
-        _regex(pattern)
+        regex(pattern)
     except re2.error as error:
         detail = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else ""
         problem = (
@@ -320,7 +320,7 @@ def _compile(name: str, pattern: str, path: list[str | int]) -> None:
 
 
 def _pattern(validator: Validator, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
-    if validator.is_type(instance, "string") and not _regex(pattern).search(instance):
+    if validator.is_type(instance, "string") and not regex(pattern).search(instance):
         yield jsonschema.ValidationError("does not match the pattern")
 
 
@@ -331,7 +331,7 @@ def _pattern_properties(
         return
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
-            if _regex(pattern).search(key):
+            if regex(pattern).search(key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
@@ -341,11 +341,11 @@ def _additional_properties(
     if not validator.is_type(instance, "object"):
         return
     properties = schema.get("properties", {})
-    patterns = [_regex(pattern) for pattern in schema.get("patternProperties", {})]
+    patterns = [regex(pattern) for pattern in schema.get("patternProperties", {})]
     extras = sorted(
         key
         for key in instance
-        if key not in properties and not any(regex.search(key) for regex in patterns)
+        if key not in properties and not any(program.search(key) for program in patterns)
     )
     if validator.is_type(allowed, "object"):
         for extra in extras:
@@ -488,7 +488,7 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Check | None:
         case "maxItems":
             return lambda item: not isinstance(item, list) or len(item) <= value
         case "pattern":
-            search = _regex(value).search
+            search = regex(value).search
             return lambda item: not isinstance(item, str) or search(item) is not None
         case _:
             return None

@@ -220,6 +220,62 @@ class TestForbiddenKeys:
         }
 
 
+class TestReferencesPatternsAndPrefixes:
+    def test_a_secret_behind_a_ref_is_redacted_and_a_cycle_of_refs_ends(self) -> None:
+        """A recursive tree through `$defs`: every level's secret goes, and the walk ends."""
+        node = {
+            "type": "object",
+            "properties": {
+                "token": {"type": "string", "writeOnly": True},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
+        }
+        schema = {"$defs": {"node": node}, "$ref": "#/$defs/node"}
+        tree = {"token": SECRET, "children": [{"token": SECRET, "children": []}]}
+        assert has_secrets(schema)
+        assert redact(tree, schema) == {
+            "token": REDACTED,
+            "children": [{"token": REDACTED, "children": []}],
+        }
+        assert redact({"a": 1}, {"$ref": "#", "anyOf": [{"$ref": "#"}]}) == {"a": 1}
+
+    def test_a_ref_to_the_meta_schema_is_followed_without_a_secret_in_it(self) -> None:
+        """The meta-schema has no writeOnly: nothing redacted, and nothing fetched."""
+        schema = {"properties": {"s": {"$ref": "https://json-schema.org/draft/2020-12/schema"}}}
+        assert not has_secrets(schema)
+        assert redact({"s": {"type": "string"}}, schema) == {"s": {"type": "string"}}
+
+    def test_pattern_properties_and_prefix_items_apply_their_schemas(self) -> None:
+        """A key matching a pattern, and a positional item, get their own schema's redaction."""
+        schema = {
+            "patternProperties": {"^tok_": {"writeOnly": True}},
+            "properties": {"pair": {"prefixItems": [{"writeOnly": True}], "items": {}}},
+            "additionalProperties": False,
+        }
+        args = {"tok_a": SECRET, "pair": [SECRET, "shown"], "other": SECRET}
+        assert redact(args, schema) == {
+            "tok_a": REDACTED,
+            "pair": [REDACTED, "shown"],
+            REDACTED: "1 key the schema does not allow",
+        }
+
+    @pytest.mark.anyio
+    async def test_the_registry_redacts_through_a_ref(self) -> None:
+        """A hand-written schema with its secret in `$defs`: `recent()` shows it redacted."""
+        parameters = {
+            "type": "object",
+            "$defs": {"login": {"type": "object", "properties": {"key": {"writeOnly": True}}}},
+            "properties": {"login": {"$ref": "#/$defs/login"}},
+        }
+        registry = ToolRegistry()
+
+        async def connect(args: JsonObject, call: Any) -> None: ...
+
+        registry.register(connect, parameters=parameters)
+        await execute(registry, "connect", {"login": {"key": SECRET}})
+        assert registry.recent()[-1].args == {"login": {"key": REDACTED}}
+
+
 class TestCombinators:
     @pytest.mark.parametrize("keyword", ["anyOf", "oneOf", "allOf"])
     def test_a_secret_under_any_combinator_is_redacted(self, keyword: str) -> None:
@@ -262,6 +318,25 @@ _SCHEMAS = st.recursive(
         st.builds(lambda items: {"type": "array", "items": items}, children),
         st.builds(lambda inner: {"anyOf": [inner, {"type": "null"}]}, children),
         st.builds(lambda a, b: {"allOf": [a, b]}, children, children),
+        st.builds(
+            lambda first, rest: {"type": "array", "prefixItems": [first], "items": rest},
+            children,
+            children,
+        ),
+        st.builds(
+            lambda child: {
+                "type": "object",
+                "properties": {},
+                "patternProperties": {"^p": child},
+                "additionalProperties": False,
+            },
+            children,
+        ),
+        st.builds(  # a reference into the node's own resource, named by a unique `$id`
+            lambda child, name: {"$id": f"urn:{name}", "$defs": {"d": child}, "$ref": "#/$defs/d"},
+            children,
+            st.uuids(),
+        ),
     ),
     max_leaves=8,
 )
@@ -270,12 +345,19 @@ _SCHEMAS = st.recursive(
 def _value(draw: Any, schema: dict[str, Any], secret: bool = False) -> Any:
     """A value fitting `schema`; every string under a writeOnly schema is the canary."""
     secret = secret or schema.get("writeOnly") is True
+    if "$ref" in schema:
+        return _value(draw, schema["$defs"]["d"], secret)
     if "allOf" in schema:
         return _value(draw, schema["allOf"][draw(st.integers(0, 1))], secret)
     if "anyOf" in schema:
         return None if draw(st.booleans()) else _value(draw, schema["anyOf"][0], secret)
     if schema["type"] == "array":
-        return [_value(draw, schema["items"], secret) for _ in range(draw(st.integers(0, 2)))]
+        first = [_value(draw, schema["prefixItems"][0], secret)] if "prefixItems" in schema else []
+        return first + [
+            _value(draw, schema["items"], secret) for _ in range(draw(st.integers(0, 2)))
+        ]
+    if "patternProperties" in schema:
+        return {"p1": _value(draw, schema["patternProperties"]["^p"], secret)}
     if schema["type"] == "object":
         value = {key: _value(draw, child, secret) for key, child in schema["properties"].items()}
         extra = schema["additionalProperties"]
@@ -290,7 +372,8 @@ def _value(draw: Any, schema: dict[str, Any], secret: bool = False) -> Any:
 def test_no_value_under_a_write_only_schema_survives_redaction(
     schema: dict[str, Any], data: st.DataObject
 ) -> None:
-    """For any nesting of properties, additionalProperties, items, anyOf and allOf, a string
+    """For any nesting of properties, patternProperties, additionalProperties, prefixItems,
+    items, anyOf, allOf and `$ref`, a string
     a writeOnly schema applies to is gone after `redact`, and `has_secrets` saw the schema."""
     value = _value(data.draw, schema)
     assert SECRET not in json.dumps(redact(value, schema))

@@ -156,7 +156,8 @@ def _fitting_branch(
 def _extra_keys(error: jsonschema.ValidationError) -> str:
     """The keys the object may have, never the ones it may not (a misplaced secret)."""
     schema: Any = error.schema
-    allowed = [_quote(name) for name in schema.get("properties", {})][:ALLOWED_KEYS_SHOWN]
+    named = [_quote(name) for name in schema.get("properties", {})]
+    allowed = named[:ALLOWED_KEYS_SHOWN] + ["…"] * (len(named) > ALLOWED_KEYS_SHOWN)
     allowed += [
         f"keys matching {_quote(pattern)}" for pattern in schema.get("patternProperties", {})
     ]

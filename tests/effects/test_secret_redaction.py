@@ -28,6 +28,7 @@ from toolloop.effects.observe import ToolStarted
 from toolloop.effects.redaction import REDACTED, has_secrets, redact
 from toolloop.effects.registry import ToolRegistry, ToolSchemaError
 from toolloop.effects.signature import Secret
+from toolloop.effects.tool_schema import check_parameters, problems
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.states import FunctionCall, JsonObject, LoopConfig, TurnSettings
 
@@ -379,3 +380,19 @@ def test_no_value_under_a_write_only_schema_survives_redaction(
     assert SECRET not in json.dumps(redact(value, schema))
     if SECRET in json.dumps(value):
         assert has_secrets(schema)
+
+
+def test_a_long_list_of_allowed_keys_is_cut_with_a_marker() -> None:
+    """Past 20 property names the failure lists the first 20 and `…`, never the extra key."""
+    names = [f"k{index}" for index in range(25)]
+    parameters = {
+        "type": "object",
+        "properties": {name: {"type": "integer"} for name in names},
+        "additionalProperties": False,
+    }
+    validator = check_parameters("t", parameters)
+    (problem,) = problems(validator, {SECRET: 1})
+    shown = ", ".join(f'"{name}"' for name in names[:20])
+    assert problem == (
+        f"$: has keys that are not allowed (allowed: {shown}, …) (rule: additionalProperties)"
+    )

@@ -87,7 +87,7 @@ class ArgumentError(ToolloopError, ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
-        """``$.place.lat: is too large for a float (rule: float)``, one per argument."""
+        """``$.place.lat: is too large for a float (at most 1.798e+308)``, one per argument."""
 
 
 class SignatureError(ToolloopError, TypeError):

@@ -6,14 +6,11 @@ forbids, arguments that break the schema and an exception raised by the tool
 are failures whose error the model reads and can act on. Only cancellation (the
 interpreter's timeout and kill, the host) propagates.
 
-Secrets: a parameter whose schema says `"writeOnly": true` (standard JSON
-Schema: sent by the client, never read back) is replaced by `[redacted]`
-wherever the registry hands arguments out for logs, notices and traces
-(`redact`, `recent`). The marker is read on the parameter's own schema, through
-`properties`, `additionalProperties` and `items`, at any depth; not through
-`$ref` or the `anyOf`/`oneOf`/`allOf` combinators. Validation failures never
-quote an argument's value (`toolloop.effects.tool_schema`), so no secret reaches
-an error through them.
+Secrets: a part of the arguments whose schema says `"writeOnly": true` is
+replaced by `[redacted]` wherever the registry hands arguments out for logs,
+notices and traces (`redact`, `recent`); `toolloop.effects.redaction` says
+which schemas it reads. Validation failures never quote an argument's value
+(`toolloop.effects.tool_schema`), so no secret reaches an error through them.
 
 Bounds (docs/reliability.md): the ring keeps the last `RING_SIZE` calls, with
 arguments longer than `MAX_KEPT_ARGS_CHARS` characters of JSON replaced by a
@@ -31,14 +28,21 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar, overload
 
 import attrs
 from jsonschema.protocols import Validator
 
 from toolloop.effects.clock import loop_clock
 from toolloop.effects.ports import KillSignal, ToolInvocation
-from toolloop.effects.signature import SignatureError, takes_arguments_dict, typed_tool
+from toolloop.effects.redaction import REDACTED as REDACTED
+from toolloop.effects.redaction import has_secrets, redact
+from toolloop.effects.signature import (
+    ArgumentError,
+    SignatureError,
+    takes_arguments_dict,
+    typed_tool,
+)
 from toolloop.effects.tool_schema import ToolSchemaError as ToolSchemaError
 from toolloop.effects.tool_schema import accepting, problems
 from toolloop.effects.tool_schema import check_parameters as check_parameters
@@ -55,7 +59,6 @@ from toolloop.states import (
 from toolloop.states.json_policy import JsonInputError, check_json
 
 log = logging.getLogger(__name__)
-REDACTED = "[redacted]"
 #: Calls kept by `recent()`.
 RING_SIZE = 1000
 #: Characters of JSON of one call's (redacted) arguments kept in the ring.
@@ -109,8 +112,9 @@ class ToolCall:
 
 ToolReturn: TypeAlias = ToolResult | JsonObject | None
 ToolFunction: TypeAlias = Callable[[JsonObject, ToolCall], Awaitable[ToolReturn]]
-AnyToolFunction = TypeVar("AnyToolFunction", bound=Callable[..., Awaitable[ToolReturn]])
-"""The dict form `(args, call)` or a typed function (`toolloop.effects.signature`)."""
+AnyToolFunction = TypeVar("AnyToolFunction", bound=Callable[..., Awaitable[Any]])
+"""The dict form `(args, call)` or a typed function (`toolloop.effects.signature`), which
+may return any JSON data."""
 ProviderGate: TypeAlias = Callable[[ProviderDescriptor], bool]
 TurnGate: TypeAlias = Callable[[ToolContext], bool]
 FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
@@ -171,7 +175,7 @@ class ToolRegistry:
 
     def register(
         self,
-        function: Callable[..., Awaitable[ToolReturn]],
+        function: Callable[..., Awaitable[Any]],
         *,
         name: str | None = None,
         parameters: JsonObject | None = None,
@@ -212,7 +216,7 @@ class ToolRegistry:
             function=function,
             validator=validator,
             accepts=accepting(schema, validator),
-            has_secrets=_has_secrets(schema),
+            has_secrets=has_secrets(schema),
             supports=_provider_gate(providers),
             available=available or _always,
             follow_up=_follow_up_rule(requires_follow_up),
@@ -221,14 +225,23 @@ class ToolRegistry:
         self._specs = (None, ())
         return tool
 
-    def tool(self, **options: Any) -> Callable[[AnyToolFunction], AnyToolFunction]:
-        """Decorator form of `register`, taking the same keyword options."""
+    @overload
+    def tool(self, function: AnyToolFunction, /) -> AnyToolFunction: ...
+
+    @overload
+    def tool(self, /, **options: Any) -> Callable[[AnyToolFunction], AnyToolFunction]: ...
+
+    def tool(
+        self, function: AnyToolFunction | None = None, /, **options: Any
+    ) -> AnyToolFunction | Callable[[AnyToolFunction], AnyToolFunction]:
+        """Decorator form of `register`: `@registry.tool`, or `@registry.tool(name=...)` with
+        the same keyword options."""
 
         def decorate(function: AnyToolFunction) -> AnyToolFunction:
             self.register(function, **options)
             return function
 
-        return decorate
+        return decorate if function is None else decorate(function)
 
     def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:
         """The tools the provider supports, in registration order.
@@ -283,7 +296,11 @@ class ToolRegistry:
             else:
                 ran = True
                 tool_call = _new_tool_call(name=call.name, context=context, invocation=invocation)
-                result = await _run(tool, args, tool_call)
+                try:
+                    result = await _run(tool, args, tool_call)
+                except ArgumentError as error:  # raised before the function was called
+                    ran = False
+                    result = _failure(f'invalid arguments for tool "{call.name}": {error}')
             return result
         finally:
             shown = None if call.args is None else _shown(tool, args, not_json)
@@ -319,7 +336,7 @@ def _shown(tool: RegisteredTool | None, args: JsonObject, not_json: str | None) 
         return {REDACTED: not_json}
     if tool is None or not tool.has_secrets:
         return args
-    redacted: JsonObject = _redact(args, tool.spec.parameters)
+    redacted: JsonObject = redact(args, tool.spec.parameters)
     return redacted
 
 
@@ -359,6 +376,8 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
     """Run the tool's code; what it raises or returns wrongly becomes a failure."""
     try:
         returned = await tool.function(args, call)
+    except ArgumentError:  # a typed tool's arguments, before its code ran: `execute` answers
+        raise
     except Exception as error:
         # The bot's author needs the traceback; the model reads only the type and message.
         log.error(
@@ -461,31 +480,3 @@ def _follow_up_rule(requires_follow_up: bool | FollowUpRule) -> FollowUpRule:
 
 def _always(_: Any) -> bool:
     return True
-
-
-def _redact(value: Any, schema: Any) -> Any:
-    """`value` with the parts whose schema is `writeOnly` replaced, recursively."""
-    if not isinstance(schema, dict):
-        return value
-    if schema.get("writeOnly") is True:
-        return REDACTED
-    if isinstance(value, dict):
-        return {key: _redact(item, _property_schema(schema, key)) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_redact(item, schema.get("items")) for item in value]
-    return value
-
-
-def _has_secrets(schema: Any) -> bool:
-    """Whether `_redact` finds a `writeOnly` schema anywhere it looks (so it can be skipped)."""
-    if not isinstance(schema, dict):
-        return False
-    if schema.get("writeOnly") is True:
-        return True
-    below = [*schema.get("properties", {}).values(), schema.get("additionalProperties")]
-    return any(_has_secrets(child) for child in [*below, schema.get("items")])
-
-
-def _property_schema(schema: JsonObject, key: str) -> Any:
-    properties = schema.get("properties", {})
-    return properties[key] if key in properties else schema.get("additionalProperties")

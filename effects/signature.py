@@ -10,11 +10,16 @@ the dict form ``(args, call)``. The mapping (the table in docs/tools.md):
 * ``Literal[...]`` and ``Enum`` classes -> ``enum`` of their (JSON scalar) values.
 * ``list[X]`` -> ``array`` of X; ``dict[str, X]`` -> ``object`` with X values.
 * ``X | None`` -> ``anyOf`` X or ``null``; a parameter with a default is not required, and
-  the default is shown to the model when it is JSON.
+  the default is shown to the model when it is JSON and holds no secret.
 * attrs classes and ``TypedDict`` -> nested ``object`` schemas, no other keys allowed.
 * ``Annotated[X, "text"]`` describes X; ``Annotated[X, Secret]`` marks it ``writeOnly``, which
   the registry redacts wherever it hands arguments out.
 * A parameter annotated with the registry's ``ToolCall`` receives the call, not an argument.
+
+What the function returns is its result: a ``ToolResult`` or None as is, any other value
+(unstructured to JSON) the success data; a return annotation JSON cannot hold is refused.
+Arguments the schema passed but the types cannot hold (``10**400`` as a ``float``) raise
+``ArgumentError`` before the function runs, which the registry answers as invalid arguments.
 
 Descriptions come from the docstring: its text before the first section is the tool's
 description, and a Google ``Args:`` section or reST ``:param name:`` fields describe the
@@ -24,21 +29,32 @@ parameters (``Annotated`` text wins over the docstring).
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import json
 import re
+import sys
 import types
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated, Any, Final, Literal, NotRequired, Required, Union
 
 import attrs
 import cattrs
 
-from toolloop.states import JsonObject
+from toolloop.effects.redaction import redact
+from toolloop.effects.tool_schema import json_path
+from toolloop.states import JsonObject, ToolResult
 from toolloop.states.errors import ToolloopError
 
-__all__ = ["Secret", "SignatureError", "TypedTool", "takes_arguments_dict", "typed_tool"]
+__all__ = [
+    "ArgumentError",
+    "Secret",
+    "SignatureError",
+    "TypedTool",
+    "takes_arguments_dict",
+    "typed_tool",
+]
 
 
 @attrs.frozen
@@ -57,11 +73,21 @@ _PRIMITIVES: Final[dict[object, str]] = {
     bool: "boolean",
 }
 _SCALARS: Final = (str, int, float, bool, type(None))
-_STRUCTURER: Final = cattrs.Converter()
-_MAPPING_HELP: Final = (
-    "use str, int, float, bool, Any, a Literal, an Enum, list[...], dict[str, ...], "
+_JSON_HELP: Final = (
+    "str, int, float, bool, Any, a Literal, an Enum, list[...], dict[str, ...], "
     "X | None, an attrs class or a TypedDict"
 )
+_MAPPING_HELP: Final = f"use {_JSON_HELP}"
+
+
+class ArgumentError(ToolloopError, ValueError):
+    """Arguments the schema passed that cannot become the declared types (``10**400`` as a
+    ``float``); raised before the function runs, naming each argument, never its value."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+        """``$.place.lat: is too large for a float (at most 1.798e+308)``, one per argument."""
 
 
 class SignatureError(ToolloopError, TypeError):
@@ -128,6 +154,8 @@ def typed_tool(function: Callable[..., Awaitable[Any]], call_type: type) -> Type
     if required:
         object_schema["required"] = required
     object_schema["additionalProperties"] = False
+    if "return" in hints:
+        _check_return(hints["return"])
     return TypedTool(
         parameters=object_schema,
         description=description,
@@ -151,21 +179,139 @@ def _dict_form(
     async def run(args: JsonObject, call: Any) -> Any:
         positional: list[Any] = []
         keywords: dict[str, Any] = {}
+        problems: list[str] = []
         for parameter in parameters:
             hint = hints[parameter.name]
+            value = parameter.default
             if hint is call_type:
                 value = call
             elif parameter.name in args:
-                value = _STRUCTURER.structure(args[parameter.name], hint)
-            else:
-                value = parameter.default
+                try:
+                    value = _STRUCTURER.structure(args[parameter.name], hint)
+                except Exception as error:
+                    problems.extend(_unstructurable(error, [parameter.name], hint))
             if parameter.kind is parameter.POSITIONAL_ONLY:
                 positional.append(value)
             else:
                 keywords[parameter.name] = value
-        return await function(*positional, **keywords)
+        if problems:
+            raise ArgumentError(problems)
+        return _returned(await function(*positional, **keywords))
 
     return run
+
+
+def _returned(value: Any) -> Any:
+    """What a typed function returned, as the registry takes it: a ``ToolResult`` or None
+    as is, anything else (a str, a number, a list, an attrs instance) as success data."""
+    if value is None or isinstance(value, ToolResult):
+        return value
+    return ToolResult(success=True, data=_STRUCTURER.unstructure(value))
+
+
+def _check_return(hint: Any) -> None:
+    """Refuse a return annotation JSON cannot hold; each arm of a union is checked."""
+    if typing.get_origin(hint) is Annotated:
+        hint = typing.get_args(hint)[0]
+    arms = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else ()
+    for arm in arms or (hint,):
+        if arm is None or arm is type(None) or arm is ToolResult:
+            continue
+        try:
+            _schema(arm, "signature.return", ())
+        except SignatureError as error:
+            problem = f"{arm!r} is not JSON data (return a ToolResult, None or data {_JSON_HELP})"
+            raise SignatureError(error.where, problem) from None
+
+
+def _unstructurable(error: BaseException, path: list[str | int], hint: Any) -> Iterator[str]:
+    """One problem per value cattrs could not structure, by JSON path, without the value."""
+    if isinstance(error, cattrs.IterableValidationError):
+        with_notes, without = error.group_exceptions()
+        for sub, note in with_notes:
+            yield from _unstructurable(sub, [*path, note.index], note.type)
+        for sub in without:
+            yield from _unstructurable(sub, path, hint)
+    elif isinstance(error, cattrs.ClassValidationError):
+        with_attribute, without_attribute = error.group_exceptions()
+        for sub, attribute in with_attribute:
+            yield from _unstructurable(sub, [*path, attribute.name], attribute.type)
+        for sub in without_attribute:
+            yield from _unstructurable(sub, path, hint)
+    elif isinstance(error, _Unfit):
+        yield f"{json_path(path)}: {error.problem}"
+    else:
+        yield f"{json_path(path)}: cannot be made a {getattr(hint, '__name__', repr(hint))}"
+
+
+class _Unfit(ValueError):
+    """A JSON value the schema passed that the declared Python type cannot hold."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+def _structure_float(value: Any, _: type) -> float:
+    """A JSON number as a float; an integer beyond the float range is refused, not raised."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise _Unfit(f"is too large for a float (at most {sys.float_info.max:.4g})") from None
+
+
+def _structure_literal(value: Any, hint: Any) -> Any:
+    """The literal's own value equal to ``value``: ``1`` for ``1.0`` in ``Literal[1, 2]``.
+
+    The schema's ``enum`` compares as JSON does (``1.0`` equals ``1``, ``true`` does not).
+    """
+    for allowed in typing.get_args(hint):
+        if allowed == value and isinstance(allowed, bool) == isinstance(value, bool):
+            return allowed
+    raise _Unfit(f"must be one of {json.dumps(list(typing.get_args(hint)))}")
+
+
+def _structure_typeddict(value: Any, hint: Any) -> dict[str, Any]:
+    """A TypedDict's keys, each structured by its hint (the keys the schema let through).
+
+    cattrs reads the class's ``__required_keys__``, wrong under
+    ``from __future__ import annotations`` (see ``_is_required_key``).
+    """
+    hints = _key_hints(hint)
+    structured, errors = {}, []
+    for key, item in value.items():
+        key_hint = hints[key]
+        try:
+            structured[key] = _STRUCTURER.structure(item, key_hint)
+        except Exception as error:
+            error.add_note(cattrs.errors.AttributeValidationNote(key, key, key_hint))
+            errors.append(error)
+    if errors:
+        raise cattrs.ClassValidationError(f"While structuring {hint.__name__}", errors, hint)
+    return structured
+
+
+@functools.cache
+def _key_hints(cls: Any) -> dict[str, Any]:
+    """A TypedDict's keys and their types, ``Required``/``NotRequired`` taken off (resolved
+    once per class: every call of the tool structures with them)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {key: _unwrap_required(hint) for key, hint in hints.items()}
+
+
+def _is_literal(hint: Any) -> bool:
+    return typing.get_origin(hint) is Literal
+
+
+def _converter() -> cattrs.Converter:
+    converter = cattrs.Converter()
+    converter.register_structure_hook(float, _structure_float)
+    converter.register_structure_hook_func(_is_literal, _structure_literal)
+    converter.register_structure_hook_func(typing.is_typeddict, _structure_typeddict)
+    return converter
+
+
+_STRUCTURER: Final = _converter()
 
 
 def _schema(hint: Any, where: str, seen: tuple[type, ...]) -> JsonObject:
@@ -252,10 +398,9 @@ def _object(cls: type, where: str, seen: tuple[type, ...]) -> JsonObject:
             properties[field.name] = field_schema
     else:
         for key, hint in hints.items():
-            if typing.get_origin(hint) in (Required, NotRequired):
-                hint = typing.get_args(hint)[0]
-            properties[key] = _schema(hint, f"{where}.{key}", seen)
-        required = [key for key in hints if key in cls.__required_keys__]  # type: ignore[attr-defined]
+            properties[key] = _schema(_unwrap_required(hint), f"{where}.{key}", seen)
+            if _is_required_key(cls, key, hint):
+                required.append(key)
     schema: JsonObject = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
@@ -263,12 +408,42 @@ def _object(cls: type, where: str, seen: tuple[type, ...]) -> JsonObject:
     return schema
 
 
+def _unwrap_required(hint: Any) -> Any:
+    """``X`` of ``Required[X]`` and ``NotRequired[X]`` (inside ``Annotated`` too)."""
+    if typing.get_origin(hint) is Annotated:
+        inner, *metadata = typing.get_args(hint)
+        return Annotated[(_unwrap_required(inner), *metadata)]
+    if typing.get_origin(hint) in (Required, NotRequired):
+        return typing.get_args(hint)[0]
+    return hint
+
+
+def _is_required_key(cls: Any, key: str, hint: Any) -> bool:
+    """Whether a TypedDict's key is required, read from its resolved hint.
+
+    Under ``from __future__ import annotations`` the class sees only strings, so
+    its ``__required_keys__`` miss ``NotRequired`` and ``Required``; the hint does not.
+    """
+    while typing.get_origin(hint) is Annotated:
+        hint = typing.get_args(hint)[0]
+    if typing.get_origin(hint) is Required:
+        return True
+    if typing.get_origin(hint) is NotRequired:
+        return False
+    return key in cls.__required_keys__
+
+
 def _with_default(schema: JsonObject, default: Any) -> JsonObject:
-    """``schema`` showing the default, when it has a JSON form."""
+    """``schema`` showing the default, when it has a JSON form that holds no secret.
+
+    A secret's default would go to the model provider with every request.
+    """
     try:
         value = _STRUCTURER.unstructure(default)
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
+        return schema
+    if redact(value, schema) != value:
         return schema
     return {**schema, "default": value}
 

@@ -6,7 +6,9 @@ Three promises the registry builds on:
   meta-schema, resolves every `$ref` and `$dynamicRef` (only inside the
   schema or to a JSON Schema meta-schema: nothing is fetched from the
   network) and compiles every regular expression; a schema that fails any of
-  these is refused then, naming the tool and where, never on first use.
+  these is refused then, naming the tool and where, never on first use. So
+  is a `default` beside `"writeOnly": true`: the schema goes to the model
+  provider with every request, and a secret must not.
 * **Linear regular expressions.** `pattern` and `patternProperties` (and
   `additionalProperties`, which consults them) run on RE2 (`google-re2`),
   which matches in time linear in the text and cannot backtrack, so a
@@ -17,7 +19,8 @@ Three promises the registry builds on:
 * **Messages without values.** A broken rule is described from the error's
   path, its keyword and the schema alone, never from jsonschema's message or
   the offending value, so a secret argument cannot reach a failure, a
-  notice, a log or a trace through validation.
+  notice, a log or a trace through validation. A key the schema forbids is
+  not named either (the keys allowed are): a secret may be sent as a key.
 
 Valid arguments cost one fast check (`accepting`): a schema written with the
 common keywords is compiled once into a predicate that answers exactly as the
@@ -30,7 +33,7 @@ from __future__ import annotations
 import functools
 import json
 import numbers
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import jsonschema
@@ -40,6 +43,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
+from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
 
 from toolloop.states import JsonObject
 from toolloop.states.errors import ToolloopError
@@ -49,6 +53,8 @@ from toolloop.states.json_policy import JsonInputError, check_json
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 #: Characters of a schema value or a property name quoted in a message.
 QUOTE_CHARS = 120
+#: Property names listed when an object has a key its schema does not allow.
+ALLOWED_KEYS_SHOWN = 20
 
 
 class ToolSchemaError(ToolloopError, ValueError):
@@ -96,11 +102,16 @@ def accepting(schema: JsonObject, validator: Validator) -> Callable[[JsonObject]
 
 def problems(validator: Validator, args: JsonObject) -> Iterator[str]:
     """One line per broken rule: the argument's JSON path, what was expected, the rule's name."""
-    errors = sorted(validator.iter_errors(args), key=lambda error: list(map(str, error.path)))
-    for error in errors:
+    yield from _described(validator.iter_errors(args))
+
+
+def _described(errors: Iterable[jsonschema.ValidationError]) -> Iterator[str]:
+    for error in sorted(errors, key=lambda error: list(map(str, error.path))):
         path = list(error.absolute_path)
         keyword = error.validator
-        if keyword == "required":
+        if keyword in ("anyOf", "oneOf") and (branch := _fitting_branch(error)) is not None:
+            yield from _described(branch)
+        elif keyword == "required":
             present: Any = error.instance
             required: Any = error.validator_value
             for missing in required:
@@ -113,11 +124,44 @@ def problems(validator: Validator, args: JsonObject) -> Iterator[str]:
                     if missing not in present:
                         when = f"is required when {json_path([*path, key])} is present"
                         yield f"{json_path([*path, missing])}: {when} (rule: dependentRequired)"
+        elif keyword == "additionalProperties" and error.validator_value is False:
+            yield f"{json_path(path)}: {_extra_keys(error)} (rule: additionalProperties)"
         else:
             names = "property names: " if "propertyNames" in error.relative_schema_path else ""
             rule = "false schema" if keyword is None else keyword
             expected = _expected(str(keyword), error.validator_value)
             yield f"{json_path(path)}: {names}{expected} (rule: {rule})"
+
+
+def _fitting_branch(
+    error: jsonschema.ValidationError,
+) -> list[jsonschema.ValidationError] | None:
+    """The errors of the one branch the value's type fits, when the others do not fit it.
+
+    For `X | None` given an object, the problems inside X are what the model
+    must fix, not "must match one of the 2 schemas".
+    """
+    branches: dict[Any, list[jsonschema.ValidationError]] = {}
+    for suberror in error.context or ():
+        branches.setdefault(suberror.relative_schema_path[0], []).append(suberror)
+    fitting = [
+        suberrors
+        for suberrors in branches.values()
+        if not any(sub.validator == "type" and not sub.relative_path for sub in suberrors)
+    ]
+    every_branch_failed = len(branches) == len(error.validator_value)  # type: ignore[arg-type]
+    return fitting[0] if len(fitting) == 1 and every_branch_failed else None
+
+
+def _extra_keys(error: jsonschema.ValidationError) -> str:
+    """The keys the object may have, never the ones it may not (a misplaced secret)."""
+    schema: Any = error.schema
+    named = [_quote(name) for name in schema.get("properties", {})]
+    allowed = named[:ALLOWED_KEYS_SHOWN] + ["…"] * (len(named) > ALLOWED_KEYS_SHOWN)
+    allowed += [
+        f"keys matching {_quote(pattern)}" for pattern in schema.get("patternProperties", {})
+    ]
+    return f"has keys that are not allowed (allowed: {', '.join(allowed) or 'none'})"
 
 
 def _expected(keyword: str, value: Any) -> str:
@@ -165,8 +209,6 @@ def _expected(keyword: str, value: Any) -> str:
             return "must not match the schema under `not`"
         case "contains" | "minContains" | "maxContains":
             return "must contain the right number of items matching `contains`"
-        case "additionalProperties":
-            return "is not allowed (not in `properties` nor `patternProperties`)"
         case "unevaluatedProperties":
             return "has properties that no schema allows"
         case "items" | "prefixItems" | "unevaluatedItems":
@@ -203,7 +245,7 @@ def _where(parts: Sequence[str | int]) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _regex(pattern: str) -> Any:
+def regex(pattern: str) -> Any:
     """The RE2 program for `pattern` (cached: schemas repeat their patterns on every call)."""
     options = re2.Options()
     options.log_errors = False
@@ -214,7 +256,7 @@ def _check_patterns_and_refs(name: str, cls: type[Validator], schema: JsonObject
     spec = referencing.jsonschema.specification_with(
         str(cls.META_SCHEMA.get("$id", "")), default=referencing.jsonschema.DRAFT202012
     )
-    root = referencing.Registry().resolver_with_root(spec.create_resource(schema))
+    root = SPECIFICATIONS.resolver_with_root(spec.create_resource(schema))
     has_pattern_properties = has_unevaluated = False
     stack: list[tuple[Any, Any, list[str | int]]] = [(schema, root, [])]  # value, resolver, path
     while stack:
@@ -226,6 +268,9 @@ def _check_patterns_and_refs(name: str, cls: type[Validator], schema: JsonObject
             continue
         if isinstance(node.get("$id"), str):
             resolver = resolver.in_subresource(spec.create_resource(node))
+        if node.get("writeOnly") is True and "default" in node:
+            problem = "a writeOnly (secret) value's default would be sent to the model provider"
+            raise ToolSchemaError(name, problem, _where([*path, "default"]))
         for keyword in ("$ref", "$dynamicRef"):
             if isinstance(ref := node.get(keyword), str):
                 _resolve(name, resolver, ref, [*path, keyword])
@@ -253,13 +298,16 @@ def _resolve(name: str, resolver: Any, ref: str, path: list[str | int]) -> None:
     try:
         resolver.lookup(ref)
     except referencing.exceptions.Unresolvable:
-        problem = f"cannot resolve {_quote(ref)} (only references inside the schema are allowed)"
+        problem = (
+            f"cannot resolve {_quote(ref)} (only references inside the schema "
+            "or to a JSON Schema meta-schema are allowed)"
+        )
         raise ToolSchemaError(name, problem, _where(path)) from None
 
 
 def _compile(name: str, pattern: str, path: list[str | int]) -> None:
     try:
-        _regex(pattern)
+        regex(pattern)
     except re2.error as error:
         detail = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else ""
         problem = (
@@ -273,7 +321,7 @@ def _compile(name: str, pattern: str, path: list[str | int]) -> None:
 
 
 def _pattern(validator: Validator, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
-    if validator.is_type(instance, "string") and not _regex(pattern).search(instance):
+    if validator.is_type(instance, "string") and not regex(pattern).search(instance):
         yield jsonschema.ValidationError("does not match the pattern")
 
 
@@ -284,7 +332,7 @@ def _pattern_properties(
         return
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
-            if _regex(pattern).search(key):
+            if regex(pattern).search(key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
@@ -294,18 +342,17 @@ def _additional_properties(
     if not validator.is_type(instance, "object"):
         return
     properties = schema.get("properties", {})
-    patterns = [_regex(pattern) for pattern in schema.get("patternProperties", {})]
+    patterns = [regex(pattern) for pattern in schema.get("patternProperties", {})]
     extras = sorted(
         key
         for key in instance
-        if key not in properties and not any(regex.search(key) for regex in patterns)
+        if key not in properties and not any(program.search(key) for program in patterns)
     )
     if validator.is_type(allowed, "object"):
         for extra in extras:
             yield from validator.descend(instance[extra], allowed, path=extra)
-    elif allowed is False:
-        for extra in extras:
-            yield jsonschema.ValidationError("is not allowed", path=[extra])
+    elif allowed is False and extras:  # at the object's path: an extra key may be a secret
+        yield jsonschema.ValidationError(f"{len(extras)} keys are not allowed")
 
 
 @functools.cache
@@ -442,7 +489,7 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Check | None:
         case "maxItems":
             return lambda item: not isinstance(item, list) or len(item) <= value
         case "pattern":
-            search = _regex(value).search
+            search = regex(value).search
             return lambda item: not isinstance(item, str) or search(item) is not None
         case _:
             return None

@@ -29,8 +29,10 @@ class StreamStatus(enum.Enum):
     FUNCTION_CALL = "function_call"
 
 
-def _argument_names(args: JsonObject | None) -> str:
-    return "None" if args is None else f"<arguments: {', '.join(map(str, args)) or 'none'}>"
+def _argument_count(args: JsonObject | None) -> str:
+    if args is None:
+        return "None"
+    return f"<{len(args) or 'no'} argument{'' if len(args) == 1 else 's'}>"
 
 
 @attrs.frozen(kw_only=True)
@@ -39,9 +41,10 @@ class FunctionCall:
 
     name: str
     """The tool's name, as the model wrote it (the engine trims it)."""
-    args: JsonObject | None = attrs.field(default=None, repr=_argument_names)
-    """The arguments object, or None when the model sent none. Its repr names the
-    arguments but shows no value: a value may be a secret, and reprs reach logs."""
+    args: JsonObject | None = attrs.field(default=None, repr=_argument_count)
+    """The arguments object, or None when the model sent none. Its repr counts the
+    arguments and shows neither a value nor a key: a value may be a secret, a key
+    the model misplaced may be one too, and reprs reach logs."""
     passthrough: JsonObject = attrs.field(factory=dict)
     """Provider-specific fields (call id, thought signature), opaque, replayed as is."""
     arguments_truncated: bool = False

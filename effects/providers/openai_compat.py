@@ -20,7 +20,8 @@ model is done (the event with the finish reason, `[DONE]`, a verbatim call)
 or the body ends, the accumulator decides the result (`_Stream.result`).
 Every failure the caller can act on (HTTP status, transport errors, malformed
 chunks, a stream cut short) becomes a `StreamResult` with a `StreamError`,
-its quotes of server text masked for the API key (`_Quoter`); cancellation
+its quotes of server text masked for the API key, credential headers and the
+base URL's user and password (`_Quoter`), which go as a header, never in a URL; cancellation
 is not caught: leaving the `async with` closes the response, and with it the
 connection.
 
@@ -41,6 +42,7 @@ The request body (see `build_body`):
 
 from __future__ import annotations
 
+import base64
 import codecs
 import contextlib
 import json
@@ -157,6 +159,7 @@ class OpenAICompatProvider:
         "_headers",
         "_max_buffer_chars",
         "_owns_client",
+        "_secrets",
         "_timeout",
         "_url",
         "model",
@@ -179,7 +182,9 @@ class OpenAICompatProvider:
         verbatim_tool_call_max_buffer_chars: int = 8_192,
     ) -> None:
         self.model = model
-        self._url = base_url.rstrip("/") + CHAT_PATH
+        endpoint = httpx.URL(base_url.rstrip("/") + CHAT_PATH)
+        self._url = str(endpoint.copy_with(userinfo=b""))
+        """The endpoint without a user or password (sent as a header, never shown or logged)."""
         self._api_key = _resolve_key(api_key, api_key_env)
         self._descriptor = ProviderDescriptor(
             name=name or api_family.value,
@@ -187,7 +192,9 @@ class OpenAICompatProvider:
             server=server,
             endpoint=_without_credentials(self._url),
         )
-        self._headers = _headers(self._api_key, headers or {})
+        login = _basic_auth(endpoint, self._api_key)
+        self._headers = _headers(self._api_key, {**login, **(headers or {})})
+        self._secrets = _secrets(self._api_key, self._headers, endpoint)
         self._extra_body = _checked_extra_body(extra_body or {})
         self._owns_client = client is None
         self._client = client if client is not None else httpx.AsyncClient()
@@ -256,7 +263,8 @@ class OpenAICompatProvider:
         try:
             response = await self._client.send(request, stream=True)
         except STALE_CONNECTION_ERRORS as exc:
-            log.info("POST %s failed before a response (%s); sending it again", self._url, exc)
+            shown = self._quoter.mask(str(exc))
+            log.info("POST %s failed before a response (%s); sending it again", self._url, shown)
             response = await self._client.send(request, stream=True)
         try:
             yield response
@@ -313,7 +321,7 @@ class OpenAICompatProvider:
 
     @property
     def _quoter(self) -> _Quoter:
-        return _Quoter(key=self._api_key)
+        return _Quoter(secrets=self._secrets)
 
 
 def _resolve_key(api_key: str | None, api_key_env: str | None) -> str | None:
@@ -353,6 +361,38 @@ def _headers(api_key: str | None, extra: Mapping[str, str]) -> dict[str, str]:
         headers["Authorization"] = f"Bearer {api_key}"
     checked = {name: _header_value(value, f"header {name!r}") for name, value in extra.items()}
     return {**headers, **checked}
+
+
+def _basic_auth(url: httpx.URL, api_key: str | None) -> dict[str, str]:
+    """The base URL's user and password as a Basic `Authorization` header (as httpx would
+    send them, but with a URL that httpx's own log line then shows without them)."""
+    if not url.userinfo:
+        return {}
+    if api_key:
+        raise ValueError("give the API key or a user and password in base_url, not both")
+    token = base64.b64encode(f"{url.username}:{url.password or ''}".encode()).decode("ascii")
+    return {"Authorization": f"Basic {token}"}
+
+
+#: Header names whose values are credentials: masked wherever server text is quoted.
+SECRET_HEADER = re.compile(r"auth|key|token|secret|password|cookie|session|signature", re.I)
+
+
+def _secrets(api_key: str | None, headers: Mapping[str, str], url: httpx.URL) -> tuple[str, ...]:
+    """What `_Quoter` masks, longest first (a secret containing another is masked whole).
+
+    The key; each credential header's value (`api-key`), and what follows its
+    scheme (`Authorization: Basic ...`); the base URL's password, or its user
+    when it has no password (a token given as the user), as written and decoded.
+    One shorter than MIN_KEY_PREFIX characters would mask ordinary words: it is left.
+    """
+    found = {api_key or ""}
+    for name, value in headers.items():
+        if SECRET_HEADER.search(name):
+            found |= {value, value.partition(" ")[2]}
+    user, _, password = url.userinfo.decode("ascii").partition(":")
+    found |= {password, url.password or ""} if url.password else {user, url.username}
+    return tuple(sorted((one for one in found if len(one) >= MIN_KEY_PREFIX), key=len)[::-1])
 
 
 def _checked_extra_body(extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -1186,24 +1226,24 @@ async def _read_excerpt(response: httpx.Response) -> str:
 
 @attrs.frozen
 class _Quoter:
-    """Quotes server text in error messages with the API key masked, even where a cut fell.
+    """Quotes server text in error messages with the secrets masked, even where a cut fell.
 
-    The whole key is masked before the text is cut to its excerpt, and a
-    prefix of the key left at the end of a message (a cut fell inside an
-    echoed key) is masked too, when MIN_KEY_PREFIX characters or longer.
+    The secrets are the API key, credential headers and the base URL's
+    userinfo (`_secrets`). Each is masked whole before the text is cut to its
+    excerpt, and a prefix of one left at the end of a message (a cut fell
+    inside an echoed secret) is masked too, when MIN_KEY_PREFIX characters or longer.
     """
 
-    key: str | None
+    secrets: tuple[str, ...]
 
     def mask(self, text: str) -> str:
-        """`text` with every occurrence of the key, and a prefix of it at the end, masked."""
-        key = self.key
-        if not key:
-            return text
-        text = text.replace(key, KEY_MASK)
-        for size in range(min(len(key) - 1, len(text)), MIN_KEY_PREFIX - 1, -1):
-            if text.endswith(key[:size]):
-                return text[:-size] + KEY_MASK
+        """`text` with every occurrence of a secret, and a prefix of one at the end, masked."""
+        for secret in self.secrets:
+            text = text.replace(secret, KEY_MASK)
+        for secret in self.secrets:
+            for size in range(min(len(secret) - 1, len(text)), MIN_KEY_PREFIX - 1, -1):
+                if text.endswith(secret[:size]):
+                    return text[:-size] + KEY_MASK
         return text
 
     def quote(self, text: str, limit: int = EXCERPT_CHARS) -> str:

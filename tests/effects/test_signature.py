@@ -469,8 +469,8 @@ class TestSchemaFailures:
 
         result = await execute(registry, "search", {"query": "x", "page": 2})
         assert result.error == (
-            'invalid arguments for tool "search": $.page: is not allowed '
-            "(not in `properties` nor `patternProperties`) (rule: additionalProperties)"
+            'invalid arguments for tool "search": $: has keys that are not allowed '
+            '(allowed: "query") (rule: additionalProperties)'
         )
 
 

@@ -200,7 +200,7 @@ class McpToolSource:
                 log.error('MCP server "%s" gave up after %s restarts', self.name, failures - 1)
                 return
             delay = self.first_backoff * 2 ** max(failures - 1, 0)
-            self._live = _Down(f"is restarting (attempt {failures or 1}, in {delay:g} s)")
+            self._live = _Down(f"is restarting (attempt {failures + 1} of {self.max_restarts + 1})")
             await anyio.sleep(delay)
             try:
                 answered = await self._connect(on_ready=lambda: None)
@@ -244,8 +244,13 @@ class McpToolSource:
                 await live.session.initialize()
                 await self._list(live.session)
             except MCPError as error:
+                what = (
+                    "closed the connection"
+                    if error.code == types.CONNECTION_CLOSED
+                    else f"answered {error.error.message!r}"
+                )
                 raise McpServerError(
-                    self.name, f"({where}) ended the MCP handshake: {error.error.message}"
+                    self.name, f"({where}) {what} during the MCP handshake: is it an MCP server?"
                 ) from None
         if waited.cancelled_caught:
             raise McpServerError(
@@ -334,7 +339,9 @@ def _progress_notices(
 
     async def notify(progress: float, total: float | None, message: str | None) -> None:
         amount = f"{progress:g}" if total is None else f"{progress:g}/{total:g}"
-        await call.notify(f"{call.name}: {message} ({amount})" if message else f"{call.name}: {amount}")
+        await call.notify(
+            f"{call.name}: {message} ({amount})" if message else f"{call.name}: {amount}"
+        )
 
     return notify
 

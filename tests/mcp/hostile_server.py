@@ -1,0 +1,97 @@
+"""The tests' own MCP server (the `mcp` package's MCPServer, once FastMCP) for the hostile cases.
+
+Run as `python -m tests.mcp.hostile_server [--garbage]` (stdio). What it saw
+is appended, one line each, to the file named by `HOSTILE_LOG`: `cancelled
+hang` when a `hang` call was cancelled (the client's `notifications/cancelled`
+arrived), `started PID` when it starts. `--garbage` prints lines that are not
+JSON-RPC on stdout before it serves, and `chatty` prints one during a call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("hostile")
+STDOUT = 1
+"""The protocol's stream: the server's `print` goes to stderr while it serves."""
+
+
+def _note(line: str) -> None:
+    with open(os.environ["HOSTILE_LOG"], "a", encoding="utf-8") as log:
+        log.write(line + "\n")
+
+
+@server.tool()
+async def hang(seconds: float) -> str:
+    """Waits `seconds` (past any timeout), noting a cancellation."""
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        _note("cancelled hang")
+        raise
+    return "woke up"
+
+
+@server.tool()
+async def block(seconds: float) -> str:
+    """Blocks the server's event loop for `seconds`: it answers nothing, cancellation included."""
+    time.sleep(seconds)
+    return "unblocked"
+
+
+@server.tool()
+def die() -> str:
+    """Exits the process in the middle of the call."""
+    os._exit(3)
+
+
+@server.tool()
+def huge(characters: int) -> str:
+    """A text result of `characters` characters."""
+    return "x" * characters
+
+
+@server.tool()
+def pid() -> int:
+    """The server's process id (a restart shows as a new one)."""
+    return os.getpid()
+
+
+@server.tool()
+def chatty() -> str:
+    """Prints a line that is not JSON-RPC on stdout, then answers."""
+    os.write(STDOUT, b"this is not JSON-RPC\n")
+    return "still here"
+
+
+@server.tool()
+async def steps(count: int, ctx: Context) -> str:
+    """Reports `count` progress steps."""
+    for step in range(1, count + 1):
+        await ctx.report_progress(step, count, f"step {step}")
+    return f"{count} steps"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `grown` and tells the client its tool list changed."""
+
+    def grown() -> str:
+        """A tool added while the client was connected."""
+        return "grown"
+
+    server.add_tool(grown)
+    await ctx.session.send_tool_list_changed()
+    return "grew"
+
+
+if __name__ == "__main__":
+    _note(f"started {os.getpid()}")
+    if "--garbage" in sys.argv:
+        os.write(STDOUT, b"garbage before the handshake\n{not json either\n")
+    server.run("stdio")

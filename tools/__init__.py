@@ -1,8 +1,9 @@
 """The `toolloop` command line (`cli`), its demo and the loopback model server.
 
 `main` is the installed `toolloop` command. The commands need the `cli` extra
-(rich, transitions, trio), `toolloop discord` the `discord` extra, `toolloop mcp` the `mcp` extra; without
-them a command says which to install instead of a traceback.
+(rich, transitions, trio), `toolloop discord` the `discord` extra, `toolloop
+mcp` the `mcp` extra; without them a command says which to install instead of
+a traceback.
 """
 
 import sys

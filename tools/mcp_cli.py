@@ -71,7 +71,7 @@ def _call(args: argparse.Namespace) -> int:
 
 def _with_server(verb: str, command: list[str], args: argparse.Namespace, use: Any) -> int:
     """Start the server, `use` the open source, stop it; a start that fails is one line."""
-    server = StdioServer(command=command[0], args=command[1:])
+    server = StdioServer(command=command[0], args=tuple(command[1:]))
 
     async def main() -> None:
         registry = ToolRegistry()

@@ -28,7 +28,7 @@ class StdioServer:
 
     command: str
     """The executable (looked up on `PATH`)."""
-    args: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    args: tuple[str, ...] = ()
     env: Mapping[str, str] | None = None
     """Variables added to the few the `mcp` package passes on (`HOME`, `PATH`, ...)."""
     cwd: str | None = None

@@ -26,16 +26,19 @@ While it is open:
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterable, Callable, Collection
 from types import TracebackType
+
 import anyio
 import attrs
 import mcp_types as types
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession, MCPError
 from mcp.client.session import IncomingMessage
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import SessionMessage
 
 from toolloop.effects.mcp.results import tool_result
@@ -177,10 +180,8 @@ class McpToolSource:
     async def _check_stopped(self, live: _Connection) -> None:
         """After a cancelled call: a server that answers no ping within `stop_grace` is ended."""
         with anyio.move_on_after(self.stop_grace):
-            try:
+            with contextlib.suppress(MCPError):  # gone already: the supervisor restarts it
                 await live.session.send_ping()
-            except MCPError:  # the connection is gone already: the supervisor restarts it
-                pass
             return
         log.warning(
             'MCP server "%s" did not answer within %s s of a cancelled call; restarting it',
@@ -317,7 +318,7 @@ class McpToolSource:
 
 
 async def _relay(
-    read: MemoryObjectReceiveStream[SessionMessage | Exception],
+    read: AsyncIterable[SessionMessage | Exception],
     send: MemoryObjectSendStream[SessionMessage | Exception],
     ended: anyio.Event,
 ) -> None:
@@ -332,9 +333,7 @@ async def _relay(
         ended.set()
 
 
-def _progress_notices(
-    call: ToolCall,
-) -> Callable[[float, float | None, str | None], Awaitable[None]]:
+def _progress_notices(call: ToolCall) -> ProgressFnT:
     """MCP progress of one call as the tool's progress notices."""
 
     async def notify(progress: float, total: float | None, message: str | None) -> None:

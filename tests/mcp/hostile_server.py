@@ -1,10 +1,12 @@
 """The tests' own MCP server (the `mcp` package's MCPServer, once FastMCP) for the hostile cases.
 
 Run as `python -m tests.mcp.hostile_server [--garbage]` (stdio). What it saw
-is appended, one line each, to the file named by `HOSTILE_LOG`: `cancelled
-hang` when a `hang` call was cancelled (the client's `notifications/cancelled`
-arrived), `started PID` when it starts. `--garbage` prints lines that are not
-JSON-RPC on stdout before it serves, and `chatty` prints one during a call.
+is appended, one line each, to the file named by `HOSTILE_LOG`: `started PID`
+when it starts, `started hang` when a `hang` call begins and `cancelled hang`
+when one was cancelled (the client's `notifications/cancelled` arrived).
+`--garbage` prints lines that are not JSON-RPC on stdout before it serves;
+`--once` exits at once on every start but the first (a server that cannot be
+restarted).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("hostile")
 STDOUT = 1
-"""The protocol's stream: the server's `print` goes to stderr while it serves."""
+"""The protocol's stream (while it serves, the `mcp` package sends `print` to stderr)."""
 
 
 def _note(line: str) -> None:
@@ -28,7 +30,8 @@ def _note(line: str) -> None:
 
 @server.tool()
 async def hang(seconds: float) -> str:
-    """Waits `seconds` (past any timeout), noting a cancellation."""
+    """Waits `seconds` (past any timeout), noting its start and a cancellation."""
+    _note("started hang")
     try:
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():
@@ -63,13 +66,6 @@ def pid() -> int:
 
 
 @server.tool()
-def chatty() -> str:
-    """Prints a line that is not JSON-RPC on stdout, then answers."""
-    os.write(STDOUT, b"this is not JSON-RPC\n")
-    return "still here"
-
-
-@server.tool()
 async def steps(count: int, ctx: Context) -> str:
     """Reports `count` progress steps."""
     for step in range(1, count + 1):
@@ -91,6 +87,8 @@ async def grow(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
+    if "--once" in sys.argv and os.path.exists(os.environ["HOSTILE_LOG"]):
+        sys.exit("started once already")  # every restart fails
     _note(f"started {os.getpid()}")
     if "--garbage" in sys.argv:
         os.write(STDOUT, b"garbage before the handshake\n{not json either\n")

@@ -8,7 +8,15 @@ a traceback.
 
 import sys
 
-EXTRAS = {"rich": "cli", "transitions": "cli", "trio": "cli", "discord": "discord", "mcp": "mcp"}
+EXTRAS = {
+    "rich": "cli",
+    "transitions": "cli",
+    "trio": "cli",
+    "discord": "discord",
+    "mcp": "mcp",
+    "mcp_types": "mcp",
+    "httpx2": "mcp",
+}
 """The extra that brings each top-level module the commands import."""
 
 

@@ -73,6 +73,17 @@ class _Connection:
 
 
 @attrs.define
+class _Attempt:
+    """One connection's course, as `_connect` reads it after every task group is left."""
+
+    live: _Connection | None = None
+    """Set once the transport is open (a stdio server's process started)."""
+    started: bool = False
+    """The handshake and the first listing are done."""
+    failed: McpServerError | None = None
+
+
+@attrs.define
 class _Down:
     """Why no connection is up, as a call's failure says it."""
 
@@ -212,30 +223,44 @@ class McpToolSource:
     async def _connect(self, *, on_ready: Callable[[], object]) -> bool:
         """Run one connection until it ends; whether a call was answered on it.
 
-        A failed start is raised only once every task group is left, so it
-        arrives as itself, not inside an exception group.
+        A start that fails raises (`OSError` when a command cannot be spawned,
+        else `McpServerError`), once every task group is left, so as itself and
+        not inside an exception group. What breaks a connection after its start
+        (an HTTP server gone: the transport raises) only ends it.
         """
-        failed: McpServerError | None = None
-        answered = False
+        attempt = _Attempt()
+        try:
+            await self._run(attempt, on_ready)
+        except Exception as error:
+            if attempt.live is None and isinstance(error, OSError):
+                raise  # the command could not be spawned
+            if not attempt.started:
+                problem = f"({self.server.describe()}) could not be reached: {_cause(error)}"
+                raise McpServerError(self.name, problem) from None
+            log.warning('MCP server "%s" connection failed: %s', self.name, _cause(error))
+        finally:
+            if self._live is attempt.live:
+                self._live = _Down("is restarting")
+        if attempt.failed is not None:
+            raise attempt.failed
+        return attempt.live is not None and attempt.live.answered
+
+    async def _run(self, attempt: _Attempt, on_ready: Callable[[], object]) -> None:
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         async with open_transport(self.server) as (read, write), anyio.create_task_group() as group:
             ended = anyio.Event()
             group.start_soon(_relay, read, send, ended)
             async with ClientSession(receive, write, message_handler=self._on_message) as session:
-                live = _Connection(session=session, ended=ended)
+                attempt.live = _Connection(session=session, ended=ended)
                 try:
-                    await self._start(live)
+                    await self._start(attempt.live)
                 except McpServerError as error:
-                    failed = error
+                    attempt.failed = error
                 else:
+                    attempt.started = True
                     on_ready()
                     await ended.wait()
-                    answered = live.answered
-                    self._live = _Down("is restarting")
             group.cancel_scope.cancel()
-        if failed is not None:
-            raise failed
-        return answered
 
     async def _start(self, live: _Connection) -> None:
         """The handshake and the first listing, within `connect_timeout`."""
@@ -354,6 +379,13 @@ def _follow_up_for(server: str, rule: bool | FollowUpRule) -> bool | FollowUpRul
         return rule(provider, server)
 
     return ask
+
+
+def _cause(error: BaseException) -> str:
+    """The error inside nested single-error groups, with its type: what a person can act on."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"
 
 
 def _failure(error: str) -> ToolResult:

@@ -7,13 +7,14 @@ the real clock, with the tool timeout made short through `LoopConfig`.
 from __future__ import annotations
 
 import logging
+import socket
 
 import anyio
 import pytest
 
 from tests.effects.harness import Host, ScriptProvider, calling, completed
 from tests.mcp.conftest import Hostile, call, children, open_descriptors
-from toolloop.effects.mcp import McpServerError, McpToolSource, StdioServer
+from toolloop.effects.mcp import HttpServer, McpServerError, McpToolSource, StdioServer
 from toolloop.effects.registry import MAX_RESULT_CHARS, ToolRegistry
 from toolloop.engine.events import ToolSettled
 from toolloop.states import LoopConfig, ToolResult, TurnStatus
@@ -162,6 +163,18 @@ class TestStartup:
                 pass
         assert str(raised.value) == (
             'MCP server "x" (sleep 600) did not answer the MCP handshake within 0.5 s'
+        )
+
+    async def test_an_http_server_that_is_not_there_raises_naming_the_url(self) -> None:
+        with socket.socket() as probe:  # a port nothing listens on
+            probe.bind(("127.0.0.1", 0))
+            url = f"http://127.0.0.1:{probe.getsockname()[1]}/mcp"
+        with pytest.raises(McpServerError) as raised:
+            async with McpToolSource(ToolRegistry(), HttpServer(url=url), name="x"):
+                pass
+        assert str(raised.value) == (
+            f'MCP server "x" ({url}) could not be reached: '
+            "ConnectError: All connection attempts failed"
         )
 
     async def test_a_command_that_exits_raises_naming_the_handshake(self) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,28 +55,59 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+class HttpEverything:
+    """server-everything as its own streamable HTTP server on a port of 127.0.0.1."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["node", _script(), "streamableHttp"],
+            env={**os.environ, "PORT": str(self.port)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _wait_listening(self.port, self.process)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
+@pytest.fixture
+def http_everything() -> Iterator[HttpEverything]:
+    """The HTTP server, started; stopped after the test."""
+    server = HttpEverything()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(params=["stdio", "http"])
 def everything(request: pytest.FixtureRequest) -> Iterator[McpServer]:
     """The reference server over stdio (started by the source) or streamable HTTP."""
-    script = str(EVERYTHING / "dist/index.js")
+    if request.param == "stdio":
+        yield StdioServer(command="node", args=(_script(), "stdio"))
+        return
+    server = HttpEverything()
+    server.start()
+    try:
+        yield HttpServer(url=server.url)
+    finally:
+        server.stop()
+
+
+def _script() -> str:
     if not EVERYTHING.exists():
         pytest.fail(f"{EVERYTHING} is missing: run `make test-mcp-node`")
-    if request.param == "stdio":
-        yield StdioServer(command="node", args=(script, "stdio"))
-        return
-    port = _free_port()
-    process = subprocess.Popen(
-        ["node", script, "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_listening(port, process)
-        yield HttpServer(url=f"http://127.0.0.1:{port}/mcp")
-    finally:
-        process.terminate()
-        process.wait(10)
+    return str(EVERYTHING / "dist/index.js")
 
 
 def _free_port() -> int:
@@ -93,5 +125,5 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
             socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
             return
         except OSError:
-            subprocess.run(["sleep", "0.05"], check=True)
+            time.sleep(0.05)
     pytest.fail(f"server-everything did not listen on port {port} within 30 s")

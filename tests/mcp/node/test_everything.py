@@ -6,7 +6,8 @@ import anyio
 import pytest
 
 from tests.mcp.conftest import call
-from toolloop.effects.mcp import McpServer, McpToolSource
+from tests.mcp.node.conftest import HttpEverything
+from toolloop.effects.mcp import HttpServer, McpServer, McpToolSource
 from toolloop.effects.registry import ToolRegistry
 
 pytestmark = pytest.mark.anyio
@@ -85,3 +86,21 @@ async def test_the_tools_added_after_the_handshake_are_registered(everything: Mc
             while "e_simulate-research-query" not in source.offered:
                 await anyio.sleep(0.02)
         assert "e_echo" in source.offered
+
+
+async def test_an_http_server_that_goes_away_is_reconnected_once_it_is_back(
+    http_everything: HttpEverything,
+) -> None:
+    """While the server is gone a call fails saying so; once it listens again, calls work."""
+    registry = ToolRegistry()
+    server = HttpServer(url=http_everything.url)
+    async with McpToolSource(registry, server, name="e", first_backoff=0.05):
+        assert (await call(registry, "e_echo", {"message": "1"})).success
+        http_everything.stop()
+        gone = await call(registry, "e_echo", {"message": "2"})
+        await anyio.to_thread.run_sync(http_everything.start)
+        with anyio.fail_after(30):  # a hang guard
+            while not (back := await call(registry, "e_echo", {"message": "3"})).success:
+                await anyio.sleep(0.05)
+    assert gone.error is not None and gone.error.startswith('MCP server "e" ')
+    assert back.data == "Echo: 3"

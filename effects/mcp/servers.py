@@ -18,8 +18,13 @@ from mcp.client._transport import TransportStreams
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-"""The `mcp` package's own HTTP timeouts; a call's deadline is the loop's, not the read timeout."""
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)
+"""30 s to connect, write and get a pooled connection; no read timeout.
+
+A call's deadline is the loop's per-tool timeout, however long it is set (a
+read timeout, the `mcp` package's 300 s, would end a longer call first); a
+server that stops answering is found by the ping after the cancelled call.
+"""
 
 
 @attrs.frozen(kw_only=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterable, Callable, Collection
 from types import TracebackType
 
@@ -67,7 +68,7 @@ class _Connection:
     """One live session; `ended` is set to close it (it dropped, it is stuck, the source closes)."""
 
     session: ClientSession
-    ended: anyio.Event = attrs.field(factory=anyio.Event)
+    ended: anyio.Event
     answered: bool = False
     """A call got its answer on it: the server works, so its restarts count from zero again."""
 
@@ -107,7 +108,7 @@ class McpToolSource:
         max_restarts: int = 5,
         first_backoff: float = 0.5,
     ) -> None:
-        """`name` names the server in errors, notices and the follow-up question.
+        """`name` names the server in errors, logs and the follow-up question.
 
         `prefix` (default `name + "_"`) goes before each tool's name, so two
         servers never collide; `tools` is the allowlist of the server's own
@@ -118,6 +119,11 @@ class McpToolSource:
         self.server = server
         self.name = name
         self.prefix = f"{name}_" if prefix is None else prefix
+        _check_options(
+            self.prefix,
+            positive={"connect_timeout": connect_timeout, "stop_grace": stop_grace},
+            not_negative={"max_restarts": max_restarts, "first_backoff": first_backoff},
+        )
         self.allowed = None if tools is None else frozenset(tools)
         self.connect_timeout = connect_timeout
         self.stop_grace = stop_grace
@@ -314,6 +320,9 @@ class McpToolSource:
             for tool in offered
             if self.allowed is None or tool.name in self.allowed
         }
+        missing = sorted((self.allowed or set()) - {tool.name for tool in offered})
+        if missing:
+            log.warning('MCP server "%s" offers no tool named %s', self.name, ", ".join(missing))
         for registered, tool in list(self.offered.items()):
             if wanted.get(registered) != tool:
                 self.registry.unregister(registered)
@@ -379,6 +388,24 @@ def _follow_up_for(server: str, rule: bool | FollowUpRule) -> bool | FollowUpRul
         return rule(provider, server)
 
     return ask
+
+
+_PREFIX = re.compile(r"^[A-Za-z0-9_-]*$")
+
+
+def _check_options(prefix: str, positive: dict[str, float], not_negative: dict[str, float]) -> None:
+    """Refuse what would fail on every tool (the prefix) or never end (a negative delay)."""
+    if not _PREFIX.match(prefix):
+        raise ValueError(
+            f"McpToolSource: prefix {prefix!r} must be letters, digits, '_' or '-' "
+            "(it starts every tool's name); give prefix= to choose one"
+        )
+    for option, value in positive.items():
+        if not value > 0:
+            raise ValueError(f"McpToolSource: {option} must be more than 0, got {value!r}")
+    for option, value in not_negative.items():
+        if not value >= 0:
+            raise ValueError(f"McpToolSource: {option} must be 0 or more, got {value!r}")
 
 
 def _cause(error: BaseException) -> str:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel, WithJsonSchema
 
 server = MCPServer("hostile")
 STDOUT = 1
@@ -71,6 +73,25 @@ async def steps(count: int, ctx: Context) -> str:
     for step in range(1, count + 1):
         await ctx.report_progress(step, count, f"step {step}")
     return f"{count} steps"
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+@server.tool()
+def distance(start: Point, end: Point) -> float:
+    """Manhattan distance; its schema refers to `Point` through `$ref`."""
+    return abs(start.x - end.x) + abs(start.y - end.y)
+
+
+@server.tool()
+def lookahead(
+    text: Annotated[str, WithJsonSchema({"type": "string", "pattern": "^(?=a)a+$"})],
+) -> str:
+    """A pattern with a lookahead, which RE2 (the registry's regex engine) refuses."""
+    return text
 
 
 @server.tool()

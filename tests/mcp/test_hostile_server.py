@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from typing import Any
 
 import anyio
 import pytest
@@ -229,3 +230,79 @@ class TestOutput:
                 while "h_grown" not in source.offered:
                     await anyio.sleep(0.02)
             assert (await call(registry, "h_grown", {})).data == {"result": "grown"}
+
+
+class TestSchemas:
+    """The server's schemas pass the registry's checks, like every tool's."""
+
+    async def test_a_ref_is_resolved_and_a_pattern_re2_cannot_run_is_refused(
+        self, hostile: Hostile, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """`distance` refers to `Point` by `$ref`: registered, its arguments checked through
+        it. `lookahead`'s pattern needs lookaround: left out, the reason logged and kept."""
+        registry = ToolRegistry()
+        with caplog.at_level(logging.WARNING, logger="toolloop.effects.mcp"):
+            async with McpToolSource(registry, hostile.server(), name="h") as source:
+                good = {"start": {"x": 1, "y": 2}, "end": {"x": 4, "y": 0}}
+                assert (await call(registry, "h_distance", good)).data == {"result": 5.0}
+                bad = await call(registry, "h_distance", {"start": {"x": 1}, "end": good["end"]})
+        assert bad.error == (
+            'invalid arguments for tool "h_distance": $.start.y: is required (rule: required)'
+        )
+        assert list(source.refused) == ["h_lookahead"]
+        reason = source.refused["h_lookahead"]
+        assert reason.startswith('tool "h_lookahead": parameters.properties.text.pattern: ')
+        assert "not supported by RE2" in reason
+        assert [r.getMessage() for r in caplog.records] == [
+            f'MCP server "h": tool "lookahead" left out: {reason}'
+        ]
+
+    async def test_an_allowlisted_name_the_server_does_not_offer_is_warned_about(
+        self, hostile: Hostile, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        registry = ToolRegistry()
+        with caplog.at_level(logging.WARNING, logger="toolloop.effects.mcp"):
+            async with McpToolSource(
+                registry, hostile.server(), name="h", tools={"pid", "pdi"}
+            ) as source:
+                assert list(source.offered) == ["h_pid"]
+        assert [r.getMessage() for r in caplog.records] == [
+            'MCP server "h" offers no tool named pdi'
+        ]
+
+
+class TestOptions:
+    """Options that could only fail later are refused when the source is made."""
+
+    @pytest.mark.parametrize(
+        ("options", "message"),
+        [
+            (
+                {"name": "my server"},
+                "McpToolSource: prefix 'my server_' must be letters, digits, '_' or '-' "
+                "(it starts every tool's name); give prefix= to choose one",
+            ),
+            (
+                {"name": "s", "connect_timeout": 0},
+                "McpToolSource: connect_timeout must be more than 0, got 0",
+            ),
+            (
+                {"name": "s", "stop_grace": -1.0},
+                "McpToolSource: stop_grace must be more than 0, got -1.0",
+            ),
+            (
+                {"name": "s", "max_restarts": -1},
+                "McpToolSource: max_restarts must be 0 or more, got -1",
+            ),
+            (
+                {"name": "s", "first_backoff": float("nan")},
+                "McpToolSource: first_backoff must be 0 or more, got nan",
+            ),
+        ],
+    )
+    def test_a_bad_option_is_a_value_error_naming_it(
+        self, options: dict[str, Any], message: str
+    ) -> None:
+        with pytest.raises(ValueError) as raised:
+            McpToolSource(ToolRegistry(), StdioServer(command="x"), **options)
+        assert str(raised.value) == message

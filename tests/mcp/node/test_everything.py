@@ -5,10 +5,13 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from tests.mcp.conftest import call
+from tests.effects.harness import Host, ScriptProvider, calling
+from tests.mcp.conftest import call, children, open_descriptors
 from tests.mcp.node.conftest import HttpEverything
 from toolloop.effects.mcp import HttpServer, McpServer, McpToolSource
 from toolloop.effects.registry import ToolRegistry
+from toolloop.engine.events import ToolSettled
+from toolloop.states import ToolResult, TurnStatus
 
 pytestmark = pytest.mark.anyio
 
@@ -104,3 +107,34 @@ async def test_an_http_server_that_goes_away_is_reconnected_once_it_is_back(
                 await anyio.sleep(0.05)
     assert gone.error is not None and gone.error.startswith('MCP server "e" ')
     assert back.data == "Echo: 3"
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio", "asyncio"])
+async def test_a_kill_during_a_call_leaves_no_task_or_descriptor(everything: McpServer) -> None:
+    """A kill once the first progress notice is shown: `was killed`, and once the source is
+    closed, the tasks, child processes and open descriptors are what they were before."""
+    tasks, processes = len(anyio.get_running_tasks()), children()
+    descriptors = open_descriptors()
+    call_long = calling(LONG, {"duration": 60, "steps": 60})
+    host = Host(provider=ScriptProvider(call_long))
+
+    async def kill_at_the_first_progress() -> None:
+        with anyio.fail_after(30):  # a hang guard
+            while not host.channel.every_notice:
+                await anyio.sleep(0.02)
+        host.control.kill()
+
+    async with (
+        McpToolSource(host.registry, everything, name="e"),
+        anyio.create_task_group() as group,
+    ):
+        group.start_soon(kill_at_the_first_progress)
+        result = await host.run()
+    assert result.status is TurnStatus.STOPPED_BY_USER
+    assert host.channel.every_notice[0].text == f"{LONG}: 1/60"
+    assert [event.result for _, event in host.events if isinstance(event, ToolSettled)] == [
+        ToolResult(success=False, error=f"Tool {LONG} was killed")
+    ]
+    assert len(anyio.get_running_tasks()) == tasks
+    assert children() == processes
+    assert open_descriptors() == descriptors

@@ -323,6 +323,8 @@ class McpToolSource:
         missing = sorted((self.allowed or set()) - {tool.name for tool in offered})
         if missing:
             log.warning('MCP server "%s" offers no tool named %s', self.name, ", ".join(missing))
+        for registered in [name for name in self.refused if name not in wanted]:
+            del self.refused[registered]
         for registered, tool in list(self.offered.items()):
             if wanted.get(registered) != tool:
                 self.registry.unregister(registered)

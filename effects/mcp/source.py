@@ -170,6 +170,8 @@ class McpToolSource:
     async def call(self, tool: str, args: JsonObject, call: ToolCall) -> ToolResult:
         """Run the server's `tool` (its own name); every outcome but cancellation is a result."""
         live = self._live
+        if isinstance(live, _Connection) and live.ended.is_set():  # not yet seen by `_connect`
+            live = _Down("is restarting")
         if isinstance(live, _Down):
             return _failure(f'MCP server "{self.name}" {live.reason}; try again later')
         try:

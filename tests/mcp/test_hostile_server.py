@@ -59,7 +59,8 @@ class TestDeadlines:
             provider=ScriptProvider(calling("h_hang", {"seconds": 600}), completed()),
             config=LoopConfig(tool_execution_timeout_ms=1000),
         )
-        async with McpToolSource(host.registry, hostile.server(), name="h"):
+        source = McpToolSource(host.registry, hostile.server(), name="h", stop_grace=10)
+        async with source:  # a grace no loaded machine runs out of: the server stays the same
             first = await pid(host.registry)
             result = await host.run()
             await hostile.noted("cancelled hang")

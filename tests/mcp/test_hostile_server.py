@@ -200,10 +200,11 @@ class TestOutput:
         with caplog.at_level(logging.WARNING, logger="toolloop.effects.mcp"):
             async with McpToolSource(registry, hostile.server("--garbage"), name="h"):
                 assert (await call(registry, "h_huge", {"characters": 3})).success
-        warned = [r.getMessage() for r in caplog.records if r.name.startswith("toolloop")]
+        not_mcp = 'MCP server "h" sent what is not MCP: '
+        warned = [r.getMessage() for r in caplog.records if not_mcp in r.getMessage()]
         assert len(warned) == 2
-        assert all(line.startswith('MCP server "h" sent what is not MCP: ') for line in warned)
         assert "garbage before the handshake" in warned[0]
+        assert "{not json either" in warned[1]
 
     async def test_a_huge_result_is_cut_as_other_tool_data(self, hostile: Hostile) -> None:
         registry = ToolRegistry()

@@ -7,6 +7,7 @@ the `mcp` package is mocked.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -38,6 +39,14 @@ class Hostile:
             env={"HOSTILE_LOG": str(self.log)},
             cwd=str(ROOT),
         )
+
+    def once(self) -> StdioServer:
+        """The server started through a shell that refuses every start after the first
+        (the log exists then): a server that cannot be restarted, failing fast."""
+        server = self.server()
+        command = " ".join(shlex.quote(word) for word in (server.command, *server.args))
+        check = f"test -e {shlex.quote(str(self.log))} && exit 1; exec {command}"
+        return attrs.evolve(server, command="sh", args=("-c", check))
 
     def lines(self) -> list[str]:
         return self.log.read_text(encoding="utf-8").splitlines() if self.log.exists() else []

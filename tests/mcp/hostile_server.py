@@ -4,9 +4,7 @@ Run as `python -m tests.mcp.hostile_server [--garbage]` (stdio). What it saw
 is appended, one line each, to the file named by `HOSTILE_LOG`: `started PID`
 when it starts, `started hang` when a `hang` call begins and `cancelled hang`
 when one was cancelled (the client's `notifications/cancelled` arrived).
-`--garbage` prints lines that are not JSON-RPC on stdout before it serves;
-`--once` exits at once on every start but the first (a server that cannot be
-restarted).
+`--garbage` prints lines that are not JSON-RPC on stdout before it serves.
 """
 
 from __future__ import annotations
@@ -108,8 +106,6 @@ async def grow(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    if "--once" in sys.argv and os.path.exists(os.environ["HOSTILE_LOG"]):
-        sys.exit("started once already")  # every restart fails
     _note(f"started {os.getpid()}")
     if "--garbage" in sys.argv:
         os.write(STDOUT, b"garbage before the handshake\n{not json either\n")

@@ -135,7 +135,7 @@ class TestRestarts:
     async def test_restarts_are_bounded(self, hostile: Hostile) -> None:
         """A server that cannot start again: two restarts with backoff, then it stays down."""
         registry = ToolRegistry()
-        server = hostile.server("--once")
+        server = hostile.once()
         async with McpToolSource(
             registry, server, name="h", max_restarts=2, first_backoff=0.01
         ) as source:

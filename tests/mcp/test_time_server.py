@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,26 +17,34 @@ pytestmark = pytest.mark.anyio
 NOVELAI = ProviderDescriptor(name="nai", api_family=ApiFamily.NOVELAI)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
-    """One backend: these tests are about MCP, the kill test runs on both."""
+    """One backend (these tests are about MCP; the kill tests run on both), for the module:
+    the shared source below lives as long."""
     return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def time_tools() -> AsyncIterator[McpToolSource]:
+    """One source named `time`, shared by the tests that only read and call it."""
+    async with McpToolSource(ToolRegistry(), TIME_SERVER, name="time") as source:
+        yield source
 
 
 class TestRegistration:
     """What the registry holds while the source is open."""
 
-    async def test_the_tools_are_registered_under_the_prefix_with_the_servers_schema(self) -> None:
+    async def test_the_tools_are_registered_under_the_prefix_with_the_servers_schema(
+        self, time_tools: McpToolSource
+    ) -> None:
         """Each tool is `time_<name>`, described, with the server's inputSchema as parameters."""
-        registry = ToolRegistry()
-        async with McpToolSource(registry, TIME_SERVER, name="time") as source:
-            specs = {spec.name: spec for spec in registry.specs(NOVELAI)}
-            assert sorted(specs) == ["time_convert_time", "time_get_current_time"]
-            offered = source.offered["time_get_current_time"]
-            spec = specs["time_get_current_time"]
-            assert spec.parameters == offered.input_schema
-            assert spec.parameters["required"] == ["timezone"]
-            assert spec.description == "Get current time in a specific timezone"
+        specs = {spec.name: spec for spec in time_tools.registry.specs(NOVELAI)}
+        assert sorted(specs) == ["time_convert_time", "time_get_current_time"]
+        offered = time_tools.offered["time_get_current_time"]
+        spec = specs["time_get_current_time"]
+        assert spec.parameters == offered.input_schema
+        assert spec.parameters["required"] == ["timezone"]
+        assert spec.description == "Get current time in a specific timezone"
 
     async def test_the_allowlist_registers_only_the_named_tools(self) -> None:
         """`tools=` names the server's own tools; the others never reach the registry."""
@@ -82,10 +91,8 @@ class TestRegistration:
 class TestFollowUp:
     """SPEC 7: a server's result is to be presented, unless the bot says otherwise."""
 
-    async def test_follow_up_is_required_by_default(self) -> None:
-        registry = ToolRegistry()
-        async with McpToolSource(registry, TIME_SERVER, name="time"):
-            assert registry.requires_follow_up("time_get_current_time", NOVELAI, None)
+    async def test_follow_up_is_required_by_default(self, time_tools: McpToolSource) -> None:
+        assert time_tools.registry.requires_follow_up("time_get_current_time", NOVELAI, None)
 
     async def test_a_follow_up_rule_is_asked_with_the_servers_name(self) -> None:
         """A callable gets the provider and the source's `name` as the server."""
@@ -104,36 +111,36 @@ class TestFollowUp:
 class TestCalls:
     """What a call of the server's tools gives the model."""
 
-    async def test_a_call_gives_the_servers_structured_content(self) -> None:
-        registry = ToolRegistry()
-        async with McpToolSource(registry, TIME_SERVER, name="time"):
-            result = await call(registry, "time_get_current_time", {"timezone": "Asia/Tokyo"})
+    async def test_a_call_gives_the_servers_structured_content(
+        self, time_tools: McpToolSource
+    ) -> None:
+        args = {"timezone": "Asia/Tokyo"}
+        result = await call(time_tools.registry, "time_get_current_time", args)
         assert result.success
         assert sorted(result.data) == ["datetime", "day_of_week", "is_dst", "timezone"]
         assert result.data["datetime"].endswith("+09:00")
 
-    async def test_an_is_error_result_is_a_failure_with_the_servers_text(self) -> None:
-        registry = ToolRegistry()
-        async with McpToolSource(registry, TIME_SERVER, name="time"):
-            result = await call(registry, "time_get_current_time", {"timezone": "Nowhere/Zone"})
+    async def test_an_is_error_result_is_a_failure_with_the_servers_text(
+        self, time_tools: McpToolSource
+    ) -> None:
+        args = {"timezone": "Nowhere/Zone"}
+        result = await call(time_tools.registry, "time_get_current_time", args)
         assert not result.success
         assert result.error is not None
         assert result.error.startswith('MCP tool "get_current_time" of server "time" failed: ')
         assert "Invalid timezone" in result.error
 
     async def test_arguments_that_break_the_servers_schema_are_refused_before_the_call(
-        self,
+        self, time_tools: McpToolSource
     ) -> None:
         """The registry's schema gate uses the server's inputSchema: the error names the rule."""
-        registry = ToolRegistry()
-        async with McpToolSource(registry, TIME_SERVER, name="time"):
-            result = await call(registry, "time_get_current_time", {})
-            (recent,) = registry.recent()
+        result = await call(time_tools.registry, "time_get_current_time", {})
+        recent = time_tools.registry.recent()[-1]
         assert result.error == (
             'invalid arguments for tool "time_get_current_time": '
             "$.timezone: is required (rule: required)"
         )
-        assert not recent.ran
+        assert (recent.tool, recent.ran) == ("time_get_current_time", False)
 
 
 def test_the_context_is_a_plain_turn() -> None:

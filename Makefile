@@ -11,7 +11,7 @@ PKGS    := engine states effects specs testing tools
 # The wheel check installs the built wheel where nothing of the project is.
 WHEEL   := build/wheel-check
 
-.PHONY: install typed demo test lint docs docs-serve wheel-check bench mutation diagram test-servers soak clean
+.PHONY: install typed demo test lint docs docs-serve wheel-check bench mutation diagram test-servers test-mcp-node soak clean
 
 # The development setup: editable, every extra, the tested versions (constraints.txt).
 # Graphviz is optional (`toolloop diagram --format svg|png` says how to get it).
@@ -22,7 +22,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/pip install -q -c constraints.txt -e '.[cli,trio,test,docs]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[cli,trio,mcp,test,docs]'
 	touch $@ $(DEMO)
 
 # The demo needs only the `cli` extra: a first `make demo` installs that and
@@ -96,6 +96,21 @@ diagram: install
 test-servers: install
 	$(BIN)/python -m tests.servers.build
 	$(BIN)/python -m pytest -m servers tests/servers
+
+# The npm reference MCP server the `mcp_node` tests run against, over stdio and
+# streamable HTTP. It needs node and npm (Debian's `nodejs` and `npm` packages;
+# .ci/run installs them when missing); npm installs it into build/mcp-node, with
+# its cache in build/npm-cache, once per version.
+MCP_NODE := build/mcp-node
+EVERYTHING := @modelcontextprotocol/server-everything@2026.8.31
+
+$(MCP_NODE)/.installed-2026.8.31:
+	@command -v npm >/dev/null || { echo "make test-mcp-node needs node and npm: apt-get install nodejs npm" >&2; exit 1; }
+	npm install --prefix $(MCP_NODE) --cache build/npm-cache --no-audit --no-fund $(EVERYTHING)
+	touch $@
+
+test-mcp-node: install $(MCP_NODE)/.installed-2026.8.31
+	$(BIN)/python -m pytest -m mcp_node tests/mcp/node
 
 clean:
 	rm -rf $(VENV) build mutants .hypothesis

@@ -243,6 +243,12 @@ class ToolRegistry:
 
         return decorate if function is None else decorate(function)
 
+    def unregister(self, name: str) -> None:
+        """Remove a registered tool: a tool source whose server stopped offering it."""
+        if self._tools.pop(name, None) is None:
+            raise KeyError(f'tool "{name}" is not registered')
+        self._specs = (None, ())
+
     def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:
         """The tools the provider supports, in registration order.
 

@@ -67,13 +67,24 @@ FACADES = {
         *("ScriptedProvider", "Reply", "ScriptExhausted", "RecordingChannel", "ModelServer"),
         *("LoopbackServer", "Responder", "check_invariants"),
     },
+    "toolloop.mcp": {"HttpServer", "McpServer", "McpServerError", "McpToolSource", "StdioServer"},
     "toolloop.discord": {
         *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),
         *("TurnRequest", "EditWindow", "Voice", "BotVoice", "WebhookVoice", "Clock"),
         *("AnyioClock", "cut_page", "notice_embed", "DeliveryError", "MissingSetting"),
     },
 }
-SUBPACKAGES = {"effects", "engine", "specs", "states", "testing", "tools", "ports", "discord"}
+SUBPACKAGES = {
+    "effects",
+    "engine",
+    "specs",
+    "states",
+    "testing",
+    "tools",
+    "ports",
+    "discord",
+    "mcp",
+}
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -1,13 +1,22 @@
 """The `toolloop` command line (`cli`), its demo and the loopback model server.
 
 `main` is the installed `toolloop` command. The commands need the `cli` extra
-(rich, transitions, trio), `toolloop discord` the `discord` extra; without
-them a command says which to install instead of a traceback.
+(rich, transitions, trio), `toolloop discord` the `discord` extra, `toolloop
+mcp` the `mcp` extra; without them a command says which to install instead of
+a traceback.
 """
 
 import sys
 
-EXTRAS = {"rich": "cli", "transitions": "cli", "trio": "cli", "discord": "discord"}
+EXTRAS = {
+    "rich": "cli",
+    "transitions": "cli",
+    "trio": "cli",
+    "discord": "discord",
+    "mcp": "mcp",
+    "mcp_types": "mcp",
+    "httpx2": "mcp",
+}
 """The extra that brings each top-level module the commands import."""
 
 

@@ -1,7 +1,8 @@
 """The `toolloop` command line: a thin dispatcher, each command's logic lives in its module.
 
 Commands: `toolloop simulate` (`toolloop.tools.simulate`), `toolloop replay`
-(`toolloop.engine.trace`), `toolloop demo` (`toolloop.tools.demo`), `toolloop
+(`toolloop.engine.trace`), `toolloop demo` (`toolloop.tools.demo`), `toolloop mcp`
+(`toolloop.tools.mcp_cli`), `toolloop
 diagram` (`toolloop.specs.diagram`) and `toolloop specs paths`
 (`toolloop.specs.paths`). Add a command with a `_add_<name>` function
 that registers its parser and sets `run` to a function of the parsed arguments
@@ -93,6 +94,12 @@ def _discord(args: argparse.Namespace) -> int:
     return main()
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from toolloop.tools.mcp_cli import run
+
+    return run(args)
+
+
 def _specs_paths(args: argparse.Namespace) -> int:
     print(paths.print_paths(args.out))
     return 0
@@ -125,6 +132,17 @@ def _add_discord(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=_discord)
 
 
+def _add_mcp(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("mcp", help="list or call the tools of a stdio MCP server")
+    verbs = parser.add_subparsers(dest="mcp_command", required=True)
+    for verb, shape in (("list", "COMMAND ARGS..."), ("call", "COMMAND ARGS... TOOL JSON")):
+        command = verbs.add_parser(verb, help=f"toolloop mcp {verb} -- {shape}")
+        command.add_argument("server", nargs=argparse.REMAINDER, help=f"-- {shape}")
+        command.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS")
+        command.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS")
+        command.set_defaults(run=_mcp)
+
+
 def _add_diagram(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("diagram", help="draw the declared machine")
     parser.add_argument("--format", choices=diagram.FORMATS, default="mermaid")
@@ -150,6 +168,7 @@ def parser() -> argparse.ArgumentParser:
     _add_replay(commands)
     _add_demo(commands)
     _add_discord(commands)
+    _add_mcp(commands)
     _add_diagram(commands)
     _add_specs(commands)
     return root

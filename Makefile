@@ -19,7 +19,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[cli,trio,test,docs]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[cli,trio,otel,inspect,test,docs]'
 	touch $@
 
 demo: install

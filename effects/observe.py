@@ -33,6 +33,14 @@ class StreamStarted:
 
 
 @attrs.frozen(kw_only=True)
+class StreamFirstChunk:
+    """The provider reported its first chunk (its first `sink.progress()`) for this call."""
+
+    attempt: int
+    iteration: int
+
+
+@attrs.frozen(kw_only=True)
 class StreamFinished:
     """A provider call ended with this status and visible text."""
 
@@ -80,7 +88,15 @@ class TurnFinished:
     result: GenerationTurnResult
 
 
-HostEvent = StreamStarted | StreamFinished | ToolStarted | ToolFinished | NoticeShown | TurnFinished
+HostEvent = (
+    StreamStarted
+    | StreamFirstChunk
+    | StreamFinished
+    | ToolStarted
+    | ToolFinished
+    | NoticeShown
+    | TurnFinished
+)
 HostObserver = Callable[[HostEvent], None]
 """Called synchronously with each host event; it must not block."""
 Redact = Callable[[str, JsonObject | None], JsonObject | None]

@@ -7,7 +7,14 @@ them a command says which to install instead of a traceback.
 
 import sys
 
-EXTRAS = {"rich": "cli", "transitions": "cli", "trio": "cli", "discord": "discord"}
+EXTRAS = {
+    "rich": "cli",
+    "transitions": "cli",
+    "trio": "cli",
+    "discord": "discord",
+    "starlette": "inspect",
+    "uvicorn": "inspect",
+}
 """The extra that brings each top-level module the commands import."""
 
 

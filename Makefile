@@ -10,7 +10,7 @@ PKGS    := engine states effects specs tools
 # The wheel check installs the built wheel where nothing of the project is.
 WHEEL   := build/wheel-check
 
-.PHONY: install typed demo test lint docs docs-serve wheel-check bench mutation diagram test-servers soak clean
+.PHONY: install typed demo test lint docs docs-serve wheel-check bench mutation diagram test-servers test-browser soak clean
 
 # The development setup: editable, every extra, the tested versions (constraints.txt).
 # Graphviz is optional (`toolloop diagram --format svg|png` says how to get it).
@@ -85,6 +85,15 @@ diagram: install
 test-servers: install
 	$(BIN)/python -m tests.servers.build
 	$(BIN)/python -m pytest -m servers tests/servers
+
+# The inspector page in headless Chromium: Debian's `chromium` (installed here when
+# missing; Playwright's own browser download is not used), driven by Playwright.
+# Screenshots are kept in build/browser/.
+test-browser: install
+	command -v chromium >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }
+	$(BIN)/python -m pytest -m browser tests/browser
 
 clean:
 	rm -rf $(VENV) build mutants .hypothesis

@@ -41,13 +41,14 @@ from toolloop.effects.observe import (
     ToolFinished,
     ToolStarted,
     TurnFinished,
+    move_rules,
 )
 from toolloop.effects.telemetry import conventions as sc
 from toolloop.effects.turn import Attempt
 from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Step
-from toolloop.engine.table import TABLE, Move
+from toolloop.engine.table import Move
 from toolloop.states import (
     FunctionCall,
     IterationState,
@@ -65,11 +66,7 @@ FAILED_STREAMS = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
 FAILED_TURNS = frozenset({TurnStatus.ERROR, TurnStatus.TIMEOUT})
 STOPS = frozenset({Move.STOPPED_BY_USER, Move.STOPPED_BEFORE_TOOL, Move.STOPPED_DURING_TOOL})
 
-RULES: dict[tuple[Phase, type[Event], str, Phase], str] = {}
-"""The SPEC rules of each declared (source, event, move, destination), read off the table."""
-for _row in TABLE:
-    _key = (_row.source, _row.event, str(_row.move), _row.dest)
-    RULES[_key] = " ".join(dict.fromkeys([*RULES.get(_key, "").split(), *_row.rule.split()]))
+RULES = move_rules()
 
 
 def sdk_configured() -> bool:

@@ -100,7 +100,6 @@ async def _worker(
                 channel=RecordingChannel(),
                 control=control,
                 observer=view.observer,
-                on_event=view.on_event,
             )
         count += 1
         await anyio.sleep(1.0)

@@ -57,9 +57,9 @@ def _telemetry() -> Telemetry | None:
     return Telemetry() if sdk_configured() else None
 
 
-def _both(first: Observer | None, second: Observer) -> Observer:
-    if first is None:
-        return second
+def _both(first: Observer | None, second: Observer | None) -> Observer | None:
+    if first is None or second is None:
+        return first or second
 
     def observe(state: IterationState, event: Event, out: Step) -> None:
         first(state, event, out)

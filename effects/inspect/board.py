@@ -1,8 +1,8 @@
 """What the inspector knows of the process's turns: each one's phase, counters and timeline.
 
-`Inspector.watch(turn)` registers a turn and yields the `observer` and
-`on_event` hooks for its loop; they only set a few fields and append to a
-bounded timeline, so a bot pays next to nothing per step. The page's server
+`Inspector.watch(turn)` registers a turn and yields the `observer` hook for
+its loop; it only sets a few fields and appends tuples to a bounded timeline,
+so a bot pays little per step. The page's server
 runs in another thread (`toolloop.effects.inspect.server`) and reads the turns
 by their `version`, which every change bumps. A finished turn stays browsable
 until `keep_finished` newer ones have finished.
@@ -22,17 +22,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from toolloop.effects.clock import loop_clock
-from toolloop.effects.observe import (
-    HostEvent,
-    NoticeShown,
-    StreamFinished,
-    StreamStarted,
-    ToolFinished,
-    ToolStarted,
-    TurnFinished,
-    move_rules,
-)
-from toolloop.engine.events import Event, TurnStarted
+from toolloop.effects.observe import move_rules
+from toolloop.engine import commands as fx
+from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Step
 from toolloop.states import IterationState, TurnSettings
 
@@ -42,7 +34,7 @@ _RULES = move_rules()
 
 
 class TurnView:
-    """One watched turn as the page shows it; its `observer` and `on_event` feed it."""
+    """One watched turn as the page shows it; its `observer` feeds it."""
 
     __slots__ = (
         "_now",
@@ -68,43 +60,44 @@ class TurnView:
         self.phase, self.attempt, self.iteration = "idle", -1, 0
         self.status: str | None = None
         self.finished = False
-        self.timeline: deque[dict[str, Any]] = deque(maxlen=TIMELINE_LIMIT)
+        self.timeline: deque[str] = deque(maxlen=TIMELINE_LIMIT)
+        """ms since the first step, attempt, kind, text (a move's: source, dest, rule), by tabs."""
         self.version = 0
 
     def observer(self, state: IterationState, event: Event, out: Step) -> None:
-        """A step: the turn's phase moves, and the move joins the timeline."""
-        if isinstance(event, TurnStarted):
-            self.attempt += 1
-        dest = out.state.phase
-        move = str(out.move)
-        self.phase, self.iteration = dest.value, out.state.iteration
-        rule = _RULES.get((state.phase, type(event), move, dest), "")
-        self._add("move", move, source=state.phase.value, dest=dest.value, rule=rule)
+        """A step: the phase moves; the call it ends, the move, the calls and notices it starts.
 
-    def on_event(self, shown: HostEvent) -> None:
-        """A host event joins the timeline (names and outcomes only, no content)."""
-        if isinstance(shown, StreamStarted):
-            self._add("provider", "call started")
-        elif isinstance(shown, StreamFinished):
-            self._add("provider", f"call ended: {shown.status.value}")
-        elif isinstance(shown, ToolStarted):
-            self._add("tool", f"{shown.name} started", tool=shown.name)
-        elif isinstance(shown, ToolFinished):
-            outcome = "succeeded" if shown.success else "failed"
-            self._add("tool", f"{shown.name} {outcome} in {shown.duration_ms} ms", tool=shown.name)
-        elif isinstance(shown, NoticeShown):
-            self._add("notice", shown.notice.key, level=shown.notice.level)
-        elif isinstance(shown, TurnFinished):
-            self.status = shown.result.status.value
-
-    def _add(self, kind: str, text: str, **fields: Any) -> None:
+        Everything is read off the step (the event and its effects), so the loop builds
+        no host event for the inspector. An entry is one tab-separated string: a
+        string is no object the cyclic garbage collector tracks or counts, where a
+        tuple per entry made every collection of a busy process slower.
+        """
         if self._now is None:
             self._now = loop_clock()
             self._started = self._now()
-        at = round((self._now() - self._started) * 1000)
-        self.timeline.append(
-            {"at_ms": at, "attempt": self.attempt, "kind": kind, "text": text, **fields}
-        )
+        if isinstance(event, TurnStarted):
+            self.attempt += 1
+        head = f"{round((self._now() - self._started) * 1000)}\t{self.attempt}"
+        add = self.timeline.append
+        if isinstance(event, StreamEnded):
+            add(f"{head}\tprovider\tcall ended: {event.result.status.value}")
+        elif isinstance(event, ToolSettled) and state.pending is not None:
+            outcome = "succeeded" if event.result.success else "failed"
+            name = _plain(state.pending.name)
+            add(f"{head}\ttool\t{name} {outcome} in {event.duration_ms} ms")
+        dest, move = out.state.phase, out.move
+        rule = _RULES.get((state.phase, type(event), move, dest), "")
+        add(f"{head}\tmove\t{move}\t{state.phase.value}\t{dest.value}\t{rule}")
+        for effect in out.effects:
+            if isinstance(effect, fx.StreamOnce):
+                add(f"{head}\tprovider\tcall started")
+            elif isinstance(effect, fx.DispatchTool):
+                add(f"{head}\ttool\t{_plain(effect.call.name)} started")
+            elif isinstance(effect, fx.SendNotice):
+                add(f"{head}\tnotice\t{effect.key.value}")
+            elif isinstance(effect, fx.Finish):
+                self.status = effect.result.status.value
+        self.phase, self.iteration = dest.value, out.state.iteration
         self.version += 1
 
     def summary(self) -> dict[str, Any]:
@@ -123,7 +116,21 @@ class TurnView:
 
     def detail(self) -> dict[str, Any]:
         """The summary and the timeline, oldest first."""
-        return {**self.summary(), "timeline": list(self.timeline)}
+        return {**self.summary(), "timeline": [_entry(entry) for entry in list(self.timeline)]}
+
+
+def _entry(line: str) -> dict[str, Any]:
+    """A timeline entry as the page reads it, from its tab-separated string."""
+    at, attempt, kind, text, *move = line.split("\t")
+    entry: dict[str, Any] = {"at_ms": int(at), "attempt": int(attempt), "kind": kind, "text": text}
+    if move:
+        entry["source"], entry["dest"], entry["rule"] = move
+    return entry
+
+
+def _plain(name: str) -> str:
+    """A tool name as the model wrote it, with no tab or line break to split an entry."""
+    return " ".join(name.split())
 
 
 class Inspector:
@@ -140,7 +147,7 @@ class Inspector:
 
     @contextmanager
     def watch(self, turn: TurnSettings, *, channel: str | None = None) -> Iterator[TurnView]:
-        """Show one turn (all its attempts) while the block runs; pass its hooks to the loop."""
+        """Show one turn (every attempt) while the block runs; its `observer` goes to the loop."""
         view = TurnView(next(self._ids), turn.channel_id if channel is None else channel)
         with self._lock:
             self._turns[view.id] = view

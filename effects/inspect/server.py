@@ -32,8 +32,8 @@ class Running:
         self._server, self._thread, self.url = server, thread, url
 
     def stop(self) -> None:
-        """Stop the server and wait for its thread."""
-        self._server.should_exit = True
+        """Stop the server, without waiting for open pages (their event streams never end)."""
+        self._server.should_exit = self._server.force_exit = True
         self._thread.join()
 
 

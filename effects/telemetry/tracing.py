@@ -34,8 +34,10 @@ from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from toolloop.effects.interpreter import Observer
 from toolloop.effects.observe import (
     HostEvent,
+    HostObserver,
     NoticeShown,
     StreamFirstChunk,
     ToolFinished,
@@ -98,6 +100,7 @@ class Telemetry:
         self.tracer = trace.get_tracer("toolloop", None, tracer_provider, schema)
         meter = metrics.get_meter("toolloop", "", meter_provider, schema)
         self.capture_content = capture_requested() if capture_content is None else capture_content
+        self._meter_provider = meter_provider
         self.duration = meter.create_histogram(
             sc.OPERATION_DURATION, unit="s", description="GenAI operation duration"
         )
@@ -132,7 +135,7 @@ class Telemetry:
             f"invoke_agent {turn.persona.name}", kind=SpanKind.INTERNAL, attributes=attributes
         )
         models = [_model(attempt) for attempt in attempts]
-        traced = TurnTrace(self, span, models)
+        traced = TurnTrace(self, span, models, active=span.is_recording() or self.measuring())
         with trace.use_span(span, record_exception=False, set_status_on_exception=False):
             try:
                 yield traced
@@ -141,6 +144,12 @@ class Telemetry:
                 raise
             finally:
                 traced.close()
+
+    def measuring(self) -> bool:
+        """A meter provider of an SDK records the instruments (not the API's no-op or proxy)."""
+        provider = self._meter_provider or metrics.get_meter_provider()
+        noop = isinstance(provider, metrics.NoOpMeterProvider)
+        return not noop and type(provider).__name__ != "_ProxyMeterProvider"
 
 
 def provider_name(descriptor: ProviderDescriptor) -> str:
@@ -155,10 +164,18 @@ def _model(attempt: Attempt) -> str:
 
 
 class TurnTrace:
-    """One turn's spans: pass `observer` and `on_event` to the loop."""
+    """One turn's spans: pass `observer` and `on_event` to the loop.
 
-    def __init__(self, telemetry: Telemetry, span: Span, models: Sequence[str]) -> None:
+    Both are None when nothing would be recorded (no SDK, or the turn sampled
+    out and no meter): the loop then builds no host event and calls nothing.
+    """
+
+    def __init__(
+        self, telemetry: Telemetry, span: Span, models: Sequence[str], *, active: bool
+    ) -> None:
         self._telemetry, self._span, self._models = telemetry, span, models
+        self.observer: Observer | None = self._observe if active else None
+        self.on_event: HostObserver | None = self._on_event if active else None
         self._context: Context = trace.set_span_in_context(span)
         self._attempt = -1
         self._descriptor = ProviderDescriptor()
@@ -172,7 +189,7 @@ class TurnTrace:
 
     # -- the observer port ------------------------------------------------------------------
 
-    def observer(self, state: IterationState, event: Event, out: Step) -> None:
+    def _observe(self, state: IterationState, event: Event, out: Step) -> None:
         """Every step: its event on the turn span, and the provider calls' spans."""
         if isinstance(event, TurnStarted):
             self._attempt += 1
@@ -207,7 +224,7 @@ class TurnTrace:
             elif isinstance(effect, fx.DispatchTool):
                 self._dispatched[effect.call.name].append(effect.call)
 
-    def on_event(self, shown: HostEvent) -> None:
+    def _on_event(self, shown: HostEvent) -> None:
         """Host events: tool spans, the first chunk, notices, each attempt's result."""
         if isinstance(shown, ToolStarted):
             self._start_tool(shown)
@@ -258,8 +275,7 @@ class TurnTrace:
             return
         result = event.result
         reason = sc.FINISH_REASON.get(result.status, result.status.value)
-        span.set_attribute(sc.STREAM_STATUS, result.status.value)
-        span.set_attribute(sc.FINISH_REASONS, [reason])
+        ended: dict[str, Any] = {sc.STREAM_STATUS: result.status.value, sc.FINISH_REASONS: [reason]}
         metric = {
             sc.OPERATION: "chat",
             sc.PROVIDER: provider_name(self._descriptor),
@@ -268,16 +284,16 @@ class TurnTrace:
         if result.status in FAILED_STREAMS:
             error = result.data
             kind = error.type if isinstance(error, StreamError) else result.status.value
-            span.set_attribute(sc.ERROR_TYPE, kind)
+            ended[sc.ERROR_TYPE] = metric[sc.ERROR_TYPE] = kind
             span.set_status(Status(StatusCode.ERROR, _message(error)))
-            metric[sc.ERROR_TYPE] = kind
         if self._telemetry.capture_content:
             message = {
                 "role": "assistant",
                 "parts": [{"type": "text", "content": self._scrub(result.accumulated_text)}],
                 "finish_reason": reason,
             }
-            span.set_attribute(sc.OUTPUT_MESSAGES, json.dumps([message], ensure_ascii=False))
+            ended[sc.OUTPUT_MESSAGES] = json.dumps([message], ensure_ascii=False)
+        span.set_attributes(ended)
         span.end()
         self._telemetry.duration.record(time.monotonic() - self._chat_started, metric)
 
@@ -314,16 +330,17 @@ class TurnTrace:
             return
         span, _ = queued.popleft()
         outcome = tool_outcome(shown)
-        span.set_attribute(sc.TOOL_OUTCOME, outcome)
+        ended: dict[str, Any] = {sc.TOOL_OUTCOME: outcome}
         if not shown.success:
-            span.set_attribute(sc.ERROR_TYPE, outcome)
+            ended[sc.ERROR_TYPE] = outcome
             span.set_status(Status(StatusCode.ERROR, self._scrub(shown.error or "")))
             self._telemetry.tool_failures.add(1, {sc.TOOL_NAME: shown.name, sc.ERROR_TYPE: outcome})
         settled, self._settled = self._settled, None
         if self._telemetry.capture_content and settled is not None:
             result = {"success": settled.success, "data": settled.data, "error": settled.error}
             dumped = json.dumps(result, ensure_ascii=False, default=str)
-            span.set_attribute(sc.TOOL_RESULT, self._scrub(dumped))
+            ended[sc.TOOL_RESULT] = self._scrub(dumped)
+        span.set_attributes(ended)
         span.end()
 
     # -- the turn ---------------------------------------------------------------------------

@@ -332,6 +332,12 @@ def test_a_follow_up_interrupt_is_counted() -> None:
     assert interrupts.value == 1
 
 
+async def test_without_an_sdk_the_hooks_are_none_so_the_loop_calls_nothing() -> None:
+    """The API's global providers are no-ops until an SDK is configured (none is, here)."""
+    with Telemetry().turn(TurnSettings()) as trace:
+        assert (trace.observer, trace.on_event) == (None, None)
+
+
 def dumped(recorded: Recorded) -> str:
     """Every exported span as JSON text, to search for what must not be there."""
     return "\n".join(span.to_json() for span in recorded.spans.get_finished_spans())

@@ -355,23 +355,41 @@ def environment() -> Iterator[dict[str, str]]:
     yield env
 
 
-def test_simulate_under_opentelemetry_instrument_prints_the_turns_spans(
-    environment: dict[str, str],
+SCENARIO = ROOT / "tests" / "scenarios" / "completed_after_one_tool.json"
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (["simulate", str(SCENARIO)], ["chat custom", "execute_tool web_search", "chat custom"]),
+        (
+            ["demo"],
+            [
+                "chat toolloop-demo",
+                "execute_tool calculate",
+                "chat toolloop-demo",
+                "execute_tool get_time",
+                "chat toolloop-demo",
+            ],
+        ),
+    ],
+)
+def test_the_cli_under_opentelemetry_instrument_prints_the_turns_spans(
+    command: list[str], expected: list[str], environment: dict[str, str], tmp_path: Path
 ) -> None:
-    """No code change: the console exporter prints the turn, chat and tool spans."""
+    """No code change: the console exporter prints the turn's chat and tool spans, then it."""
     bin_dir = Path(sys.executable).parent
-    scenario = ROOT / "tests" / "scenarios" / "completed_after_one_tool.json"
     done = subprocess.run(
-        [bin_dir / "opentelemetry-instrument", bin_dir / "toolloop", "simulate", scenario],
+        [bin_dir / "opentelemetry-instrument", bin_dir / "toolloop", *command],
         capture_output=True,
         text=True,
         env=environment,
         timeout=60,
         check=True,
+        cwd=tmp_path,
     )
-    names = [json.loads(line)["name"] for line in spans_of(done.stdout)]
-    assert names.count("chat custom") == 2
-    assert "execute_tool web_search" in names and names[-1] == "invoke_agent Tomo"
+    names = [json.loads(span)["name"] for span in spans_of(done.stdout)]
+    assert names == [*expected, "invoke_agent Tomo"]
 
 
 def spans_of(output: str) -> list[str]:

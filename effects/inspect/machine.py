@@ -13,6 +13,7 @@ from toolloop.engine import loop as do
 from toolloop.engine.loop import Action
 from toolloop.engine.table import TABLE, Row
 from toolloop.states import Phase
+from toolloop.states.errors import ToolloopError
 
 RAISED = "raised"
 """The exit of a row that raises (`ImpersonationAborted`) instead of returning a result."""
@@ -33,7 +34,7 @@ EXIT_STATUSES: dict[Action, tuple[str, ...]] = {
 """The statuses each finishing action can end an attempt with."""
 
 
-class UnknownExit(LookupError):
+class UnknownExit(ToolloopError, LookupError):
     """A row into FINISHED has no finishing action the inspector knows: the table grew."""
 
 

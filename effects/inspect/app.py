@@ -43,8 +43,14 @@ COOKIE = "toolloop_inspect"
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
-def create_app(inspector: Inspector, *, token: str | None = None, rate: float = 10.0) -> Starlette:
-    """The app over `inspector`; `rate` is the most event pushes a second to each page."""
+def create_app(
+    inspector: Inspector, *, token: str | None = None, rate: float = 10.0, host: str = "127.0.0.1"
+) -> Starlette:
+    """The app over `inspector`; `rate` is the most event pushes a second to each page.
+
+    `host` is the address it is bound to: without a token, it and the loopback names
+    are the Host headers answered.
+    """
     if rate <= 0:
         raise ValueError(f"rate must be more than 0 pushes a second, not {rate}")
     drawn = machine()
@@ -83,7 +89,8 @@ def create_app(inspector: Inspector, *, token: str | None = None, rate: float = 
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     if token is None:
-        middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES)]
+        allowed = [*LOOPBACK_NAMES, host]
+        middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed)]
     else:
         middleware = [Middleware(TokenGuard, token=token)]
     return Starlette(routes=routes, middleware=middleware)

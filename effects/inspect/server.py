@@ -72,7 +72,7 @@ def serve_in_thread(
         )
     if token is not None and not token:
         raise TokenRequired("toolloop inspect: the token is empty")
-    app = create_app(inspector, token=token, rate=rate)
+    app = create_app(inspector, token=token, rate=rate, host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     failure: list[BaseException] = []

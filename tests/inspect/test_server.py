@@ -78,6 +78,15 @@ def test_without_a_token_only_loopback_names_are_answered(served: Running) -> No
     assert httpx.get(served.url + "api/turns", headers={"Host": "localhost"}).status_code == 200
 
 
+def test_another_loopback_address_is_answered_under_its_own_name(inspector: Inspector) -> None:
+    running = serve_in_thread(inspector, host="127.0.0.2", port=0)
+    try:
+        assert running.url.startswith("http://127.0.0.2:")
+        assert httpx.get(running.url + "api/turns").status_code == 200
+    finally:
+        running.stop()
+
+
 def test_a_non_loopback_bind_without_a_token_is_refused(inspector: Inspector) -> None:
     with pytest.raises(TokenRequired, match=r"binding 0\.0\.0\.0 .* give it a token"):
         serve_in_thread(inspector, host="0.0.0.0", port=0)

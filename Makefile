@@ -11,7 +11,7 @@ PKGS    := engine states effects specs testing tools
 # The wheel check installs the built wheel where nothing of the project is.
 WHEEL   := build/wheel-check
 
-.PHONY: install typed demo test lint docs docs-serve wheel-check bench mutation diagram test-servers test-mcp-node soak clean
+.PHONY: install typed demo test lint docs docs-serve wheel-check bench mutation diagram test-servers test-mcp-node test-browser soak clean
 
 # The development setup: editable, every extra, the tested versions (constraints.txt).
 # Graphviz is optional (`toolloop diagram --format svg|png` says how to get it).
@@ -22,7 +22,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/pip install -q -c constraints.txt -e '.[cli,trio,mcp,test,docs]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[cli,trio,mcp,otel,inspect,test,docs]'
 	touch $@ $(DEMO)
 
 # The demo needs only the `cli` extra: a first `make demo` installs that and
@@ -111,6 +111,15 @@ $(MCP_NODE)/.installed-2026.8.31:
 
 test-mcp-node: install $(MCP_NODE)/.installed-2026.8.31
 	$(BIN)/python -m pytest -m mcp_node tests/mcp/node
+
+# The inspector page in headless Chromium: Debian's `chromium` (installed here when
+# missing; Playwright's own browser download is not used), driven by Playwright.
+# Screenshots are kept in build/browser/.
+test-browser: install
+	command -v chromium >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }
+	$(BIN)/python -m pytest -m browser tests/browser
 
 clean:
 	rm -rf $(VENV) build mutants .hypothesis

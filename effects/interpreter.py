@@ -34,6 +34,7 @@ against anyio only: it runs on trio and is simply awaited by an asyncio bot.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -46,7 +47,7 @@ from anyio.abc import TaskGroup
 
 from toolloop.effects.clock import loop_clock
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
-from toolloop.effects.observe import HostObserver, NoticeShown, host_events
+from toolloop.effects.observe import HostObserver, NoticeShown, StreamFirstChunk, host_events
 from toolloop.effects.ports import (
     Channel,
     KillSignal,
@@ -272,6 +273,7 @@ class _Sink(_Call):
         "_channel",
         "_timeout",
         "failure",
+        "first_chunk",
         "follow_ups",
         "interrupted",
         "parts",
@@ -287,8 +289,11 @@ class _Sink(_Call):
         span: StreamSpan,
         timeout: float,
         follow_ups: TurnControl | None,
+        first_chunk: Callable[[], None] | None,
     ) -> None:
         super().__init__(effect, runner, alarm, alarm.now() + timeout)
+        self.first_chunk = first_chunk
+        """Called at the first `progress`, then dropped: the host's first-chunk event."""
         self._channel, self._timeout = channel, timeout
         self.follow_ups = follow_ups
         """The turn control while the chain is not active: a follow-up ends this stream."""
@@ -301,6 +306,9 @@ class _Sink(_Call):
 
     def progress(self) -> None:
         self.deadline = self._alarm.now() + self._timeout
+        if self.first_chunk is not None:
+            first, self.first_chunk = self.first_chunk, None
+            first()
 
     async def deliver(self, text: str) -> None:
         self.check_follow_up()
@@ -575,8 +583,19 @@ class _Interpreter:
             suppressed=effect.suppress_text_output,
         )
         follow_ups = None if self._chain_active else self.control
+        first_chunk = None
+        if self.on_event is not None:
+            shown = StreamFirstChunk(attempt=self.attempt, iteration=effect.iteration)
+            first_chunk = functools.partial(self.on_event, shown)
         sink = _Sink(
-            effect, self._runner, self._alarm, self.channel, span, self._stream_timeout, follow_ups
+            effect,
+            self._runner,
+            self._alarm,
+            self.channel,
+            span,
+            self._stream_timeout,
+            follow_ups,
+            first_chunk,
         )
         sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
         request = _new_stream_request(

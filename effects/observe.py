@@ -16,10 +16,12 @@ from toolloop.effects.ports import Notice
 from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, StreamEnded, ToolSettled
 from toolloop.engine.step import Step
+from toolloop.engine.table import TABLE
 from toolloop.states import (
     GenerationTurnResult,
     IterationState,
     JsonObject,
+    Phase,
     StreamStatus,
 )
 
@@ -27,6 +29,14 @@ from toolloop.states import (
 @attrs.frozen(kw_only=True)
 class StreamStarted:
     """A provider call began."""
+
+    attempt: int
+    iteration: int
+
+
+@attrs.frozen(kw_only=True)
+class StreamFirstChunk:
+    """The provider reported its first chunk (its first `sink.progress()`) for this call."""
 
     attempt: int
     iteration: int
@@ -80,10 +90,31 @@ class TurnFinished:
     result: GenerationTurnResult
 
 
-HostEvent = StreamStarted | StreamFinished | ToolStarted | ToolFinished | NoticeShown | TurnFinished
+HostEvent = (
+    StreamStarted
+    | StreamFirstChunk
+    | StreamFinished
+    | ToolStarted
+    | ToolFinished
+    | NoticeShown
+    | TurnFinished
+)
 HostObserver = Callable[[HostEvent], None]
 """Called synchronously with each host event; it must not block."""
 Redact = Callable[[str, JsonObject | None], JsonObject | None]
+
+
+def move_rules() -> dict[tuple[Phase, type[Event], str, Phase], str]:
+    """The SPEC rules of each declared (source, event, move, destination), read off the table.
+
+    A step reports its move (`Step.move`), not its row: the rows that share all four
+    (the ceiling's, say) are named together.
+    """
+    rules: dict[tuple[Phase, type[Event], str, Phase], str] = {}
+    for row in TABLE:
+        key = (row.source, row.event, str(row.move), row.dest)
+        rules[key] = " ".join(dict.fromkeys([*rules.get(key, "").split(), *row.rule.split()]))
+    return rules
 
 
 def host_events(

@@ -20,8 +20,12 @@ from packaging.utils import canonicalize_name
 from tests.docs_samples import DOCUMENTS, ROOT
 
 OURS = "toolloop-engine"
-ELSEWHERE = {("docs/llama-cpp.md", "llama-cpp-python")}
-"""(page, distribution): llama.cpp's server, installed into a venv of its own."""
+ELSEWHERE = {
+    ("docs/llama-cpp.md", "llama-cpp-python"),
+    ("docs/telemetry.md", "opentelemetry-distro"),
+}
+"""(page, distribution): llama.cpp's server, installed into a venv of its own; the
+OpenTelemetry SDK and exporters, which are the application's choice, not a dependency."""
 PIP_INSTALL = re.compile(r"\b(?:pip3?|uv pip) install\s+([^`#\n]+)")
 TAKES_A_VALUE = {"-c", "--constraint", "-r", "--requirement", "-i", "--index-url", "-t"}
 

@@ -68,6 +68,11 @@ FACADES = {
         *("LoopbackServer", "Responder", "check_invariants"),
     },
     "toolloop.mcp": {"HttpServer", "McpServer", "McpServerError", "McpToolSource", "StdioServer"},
+    "toolloop.otel": {
+        *("CAPTURE_CONTENT_VARIABLE", "SEMCONV_VERSION", "Telemetry", "TurnTrace"),
+        "sdk_configured",
+    },
+    "toolloop.inspect": {"Inspector", "Running", "TokenRequired", "TurnView", "serve_in_thread"},
     "toolloop.discord": {
         *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),
         *("TurnRequest", "EditWindow", "Voice", "BotVoice", "WebhookVoice", "Clock"),

@@ -1,4 +1,4 @@
-"""`toolloop.mcp`: MCP servers as a tool source (extra `toolloop[mcp]`; docs/mcp.md)."""
+"""`toolloop.mcp`: MCP servers as a tool source (extra `toolloop-engine[mcp]`; docs/mcp.md)."""
 
 from toolloop.effects.mcp import (
     HttpServer,

@@ -16,6 +16,8 @@ EXTRAS = {
     "mcp": "mcp",
     "mcp_types": "mcp",
     "httpx2": "mcp",
+    "starlette": "inspect",
+    "uvicorn": "inspect",
 }
 """The extra that brings each top-level module the commands import."""
 

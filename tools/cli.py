@@ -3,6 +3,7 @@
 Commands: `toolloop simulate` (`toolloop.tools.simulate`), `toolloop replay`
 (`toolloop.engine.trace`), `toolloop demo` (`toolloop.tools.demo`), `toolloop mcp`
 (`toolloop.tools.mcp_cli`), `toolloop
+inspect` (`toolloop.tools.inspect_demo`), `toolloop
 diagram` (`toolloop.specs.diagram`) and `toolloop specs paths`
 (`toolloop.specs.paths`). Add a command with a `_add_<name>` function
 that registers its parser and sets `run` to a function of the parsed arguments
@@ -88,6 +89,19 @@ def _demo(args: argparse.Namespace) -> int:
     return demo(base_url=args.base_url, model=args.model, verbatim=args.verbatim)
 
 
+def _inspect(args: argparse.Namespace) -> int:
+    from toolloop.tools.inspect_demo import inspect
+
+    return inspect(
+        demo=args.demo,
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        turns=args.turns,
+        rounds=args.rounds,
+    )
+
+
 def _discord(args: argparse.Namespace) -> int:
     from toolloop.tools.discord_bot import main
 
@@ -125,6 +139,17 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.add_argument("--model", default=None, help="the model name at --base-url")
     parser.add_argument("--verbatim", action="store_true", help="recover tool calls from text")
     parser.set_defaults(run=_demo)
+
+
+def _add_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("inspect", help="a live web page of running turns (--demo)")
+    parser.add_argument("--demo", action="store_true", help="watch a few concurrent demo turns")
+    parser.add_argument("--host", default="127.0.0.1", help="other than loopback needs --token")
+    parser.add_argument("--port", type=int, default=8765, help="0: any free port")
+    parser.add_argument("--token", help="required on every request (or TOOLLOOP_INSPECT_TOKEN)")
+    parser.add_argument("--turns", type=int, default=4, help="concurrent demo turns")
+    parser.add_argument("--rounds", type=int, help="end after this many turns per worker")
+    parser.set_defaults(run=_inspect)
 
 
 def _add_discord(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -169,6 +194,7 @@ def parser() -> argparse.ArgumentParser:
     _add_demo(commands)
     _add_discord(commands)
     _add_mcp(commands)
+    _add_inspect(commands)
     _add_diagram(commands)
     _add_specs(commands)
     return root

@@ -45,6 +45,7 @@ from toolloop.states import (
     TurnStatus,
 )
 from toolloop.tools import demo_model, demo_tools
+from toolloop.tools.observed import traced
 
 QUESTION = "What is 17 * 23 + 4, and what time is it in Tokyo?"
 USER = "you"
@@ -80,14 +81,16 @@ async def _converse(console: Console, base_url: str | None, model: str | None, v
         display.header(url, provider.model, verbatim=v)
         async with provider:
             started = anyio.current_time()
-            with display:
+            turn, attempts = demo_turn(), [Attempt(provider=provider, verbatim_enabled=v)]
+            with display, traced(turn, attempts, display.observe) as hooks:
                 result = await run_generation_turn(
-                    turn=demo_turn(),
-                    attempts=[Attempt(provider=provider, verbatim_enabled=v)],
+                    turn=turn,
+                    attempts=attempts,
                     registry=demo_registry(),
                     channel=display,
                     control=MemoryTurnControl(),
-                    observer=display.observe,
+                    observer=hooks.observer,
+                    on_event=hooks.on_event,
                 )
             display.report(result, anyio.current_time() - started)
     return 0 if result.status is TurnStatus.COMPLETED else 1

@@ -21,6 +21,7 @@ from toolloop.engine.events import Event
 from toolloop.engine.step import Step
 from toolloop.engine.trace import Trace, TraceStep
 from toolloop.states import IterationState
+from toolloop.tools.observed import traced
 from toolloop.tools.report import report
 from toolloop.tools.scenario import Scenario
 from toolloop.tools.scripted import ScriptedChannel, scripted_ports
@@ -42,15 +43,17 @@ def simulate(
     async def main() -> None:
         provider, registry = scripted_ports(scenario, control, channel)
         try:
-            await run_tool_loop(
-                turn=scenario.turn,
-                config=loaded.config,
-                provider=provider,
-                registry=registry,
-                channel=channel,
-                control=control,
-                observer=_recorder(steps, observer),
-            )
+            with traced(scenario.turn, observer=_recorder(steps, observer)) as hooks:
+                await run_tool_loop(
+                    turn=scenario.turn,
+                    config=loaded.config,
+                    provider=provider,
+                    registry=registry,
+                    channel=channel,
+                    control=control,
+                    observer=hooks.observer,
+                    on_event=hooks.on_event,
+                )
         except Exception as error:  # the scenario ran; what it raised is part of its output
             outcome["raised"] = error
 

@@ -1,4 +1,4 @@
-"""MCP servers as a tool source of the registry (extra `toolloop[mcp]`, the `mcp` package 2.x).
+"""MCP servers as a tool source of the registry (`toolloop-engine[mcp]`, the `mcp` package 2.x).
 
 See docs/mcp.md: `McpToolSource` registers a server's tools, over stdio
 (`StdioServer`, a subprocess it owns) or streamable HTTP (`HttpServer`).

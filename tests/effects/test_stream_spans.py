@@ -27,6 +27,7 @@ from toolloop.effects.observe import (
     HostEvent,
     NoticeShown,
     StreamFinished,
+    StreamFirstChunk,
     StreamStarted,
     ToolFinished,
     ToolStarted,
@@ -154,7 +155,7 @@ class TestHostEvents:
         return run_on("trio", main), events
 
     def test_a_tool_chain_is_reported_in_order_with_redacted_arguments_and_duration(self) -> None:
-        """Stream, tool (secret redacted, 2 s on the virtual clock), stream, finish."""
+        """Stream (its first chunk), tool (secret redacted, 2 s virtual), stream, finish."""
         host = tool_host(
             calling("search", {"query": "cats", "token": "hunter2"}, text="Looking."),
             completed("Found one."),
@@ -162,6 +163,7 @@ class TestHostEvents:
         result, events = self.run(host)
         assert events == [
             StreamStarted(attempt=0, iteration=0),
+            StreamFirstChunk(attempt=0, iteration=0),
             StreamFinished(
                 attempt=0, iteration=0, status=StreamStatus.FUNCTION_CALL, text="Looking."
             ),
@@ -175,6 +177,7 @@ class TestHostEvents:
                 attempt=0, iteration=0, name="search", success=True, error=None, duration_ms=2000
             ),
             StreamStarted(attempt=0, iteration=1),
+            StreamFirstChunk(attempt=0, iteration=1),
             StreamFinished(
                 attempt=0, iteration=1, status=StreamStatus.COMPLETED, text="Found one."
             ),

@@ -87,11 +87,11 @@ class TestCall:
 
 
 def test_without_the_mcp_extra_the_command_names_it() -> None:
-    """`toolloop mcp` without the `mcp` package says to install `toolloop[mcp]`, status 2."""
+    """`toolloop mcp` without the `mcp` package says to install `toolloop-engine[mcp]`, status 2."""
     done = run_python(
         "import sys; sys.modules['mcp'] = sys.modules['httpx2'] = None\n"
         "from toolloop.tools import main\n"
         "sys.argv = ['toolloop', 'mcp', 'list', '--', 'x']; sys.exit(main())"
     )
     assert done.returncode == 2
-    assert done.stderr.endswith("pip install 'toolloop[mcp]'\n")
+    assert done.stderr.endswith("pip install 'toolloop-engine[mcp]'\n")

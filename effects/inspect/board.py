@@ -1,0 +1,177 @@
+"""What the inspector knows of the process's turns: each one's phase, counters and timeline.
+
+`Inspector.watch(turn)` registers a turn and yields the `observer` hook for
+its loop; it only sets a few fields and appends tuples to a bounded timeline,
+so a bot pays little per step. The page's server
+runs in another thread (`toolloop.effects.inspect.server`) and reads the turns
+by their `version`, which every change bumps. A finished turn stays browsable
+until `keep_finished` newer ones have finished.
+
+The timeline records what happened, never what was said: moves, provider calls
+with their status, tool names with their outcome and duration, notice keys.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from toolloop.effects.clock import loop_clock
+from toolloop.effects.observe import move_rules
+from toolloop.engine import commands as fx
+from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
+from toolloop.engine.step import Step
+from toolloop.states import IterationState, TurnSettings
+
+TIMELINE_LIMIT = 500
+"""Entries a turn's timeline keeps (the newest)."""
+_RULES = move_rules()
+
+
+class TurnView:
+    """One watched turn as the page shows it; its `observer` feeds it."""
+
+    __slots__ = (
+        "_now",
+        "_started",
+        "attempt",
+        "channel",
+        "finished",
+        "id",
+        "iteration",
+        "phase",
+        "started_at",
+        "status",
+        "timeline",
+        "version",
+    )
+
+    def __init__(self, turn_id: int, channel: str) -> None:
+        self.id, self.channel = turn_id, channel
+        self.started_at = time.time()
+        self._now: Callable[[], float] | None = None
+        """The loop's clock (mocked ones too), found at the first step."""
+        self._started = 0.0
+        self.phase, self.attempt, self.iteration = "idle", -1, 0
+        self.status: str | None = None
+        self.finished = False
+        self.timeline: deque[str] = deque(maxlen=TIMELINE_LIMIT)
+        """ms since the first step, attempt, kind, text (a move's: source, dest, rule), by tabs."""
+        self.version = 0
+
+    def observer(self, state: IterationState, event: Event, out: Step) -> None:
+        """A step: the phase moves; the call it ends, the move, the calls and notices it starts.
+
+        Everything is read off the step (the event and its effects), so the loop builds
+        no host event for the inspector. An entry is one tab-separated string: a
+        string is no object the cyclic garbage collector tracks or counts, where a
+        tuple per entry made every collection of a busy process slower.
+        """
+        if self._now is None:
+            self._now = loop_clock()
+            self._started = self._now()
+        if isinstance(event, TurnStarted):
+            self.attempt += 1
+        head = f"{round((self._now() - self._started) * 1000)}\t{self.attempt}"
+        add = self.timeline.append
+        if isinstance(event, StreamEnded):
+            add(f"{head}\tprovider\tcall ended: {event.result.status.value}")
+        elif isinstance(event, ToolSettled) and state.pending is not None:
+            outcome = "succeeded" if event.result.success else "failed"
+            name = _plain(state.pending.name)
+            add(f"{head}\ttool\t{name} {outcome} in {event.duration_ms} ms")
+        dest, move = out.state.phase, out.move
+        rule = _RULES.get((state.phase, type(event), move, dest), "")
+        add(f"{head}\tmove\t{move}\t{state.phase.value}\t{dest.value}\t{rule}")
+        for effect in out.effects:
+            if isinstance(effect, fx.StreamOnce):
+                add(f"{head}\tprovider\tcall started")
+            elif isinstance(effect, fx.DispatchTool):
+                add(f"{head}\ttool\t{_plain(effect.call.name)} started")
+            elif isinstance(effect, fx.SendNotice):
+                add(f"{head}\tnotice\t{effect.key.value}")
+            elif isinstance(effect, fx.Finish):
+                self.status = effect.result.status.value
+        self.phase, self.iteration = dest.value, out.state.iteration
+        self.version += 1
+
+    def summary(self) -> dict[str, Any]:
+        """The turn's row in the page's list."""
+        return {
+            "id": self.id,
+            "channel": self.channel,
+            "started_at": self.started_at,
+            "attempt": self.attempt,
+            "iteration": self.iteration,
+            "phase": self.phase,
+            "status": self.status,
+            "finished": self.finished,
+            "version": self.version,
+        }
+
+    def detail(self) -> dict[str, Any]:
+        """The summary and the timeline, oldest first."""
+        return {**self.summary(), "timeline": [_entry(entry) for entry in list(self.timeline)]}
+
+
+def _entry(line: str) -> dict[str, Any]:
+    """A timeline entry as the page reads it, from its tab-separated string."""
+    at, attempt, kind, text, *move = line.split("\t")
+    entry: dict[str, Any] = {"at_ms": int(at), "attempt": int(attempt), "kind": kind, "text": text}
+    if move:
+        entry["source"], entry["dest"], entry["rule"] = move
+    return entry
+
+
+def _plain(name: str) -> str:
+    """A tool name as the model wrote it, with no tab or line break to split an entry."""
+    return " ".join(name.split())
+
+
+class Inspector:
+    """The turns of this process that the page shows: running ones, and the last finished."""
+
+    def __init__(self, *, keep_finished: int = 200) -> None:
+        if keep_finished < 0:
+            raise ValueError(f"keep_finished must be 0 or more, not {keep_finished}")
+        self._lock = threading.Lock()
+        self._turns: dict[int, TurnView] = {}
+        self._finished: deque[int] = deque()
+        self._keep = keep_finished
+        self._ids = itertools.count(1)
+
+    @contextmanager
+    def watch(self, turn: TurnSettings, *, channel: str | None = None) -> Iterator[TurnView]:
+        """Show one turn (every attempt) while the block runs; its `observer` goes to the loop."""
+        view = TurnView(next(self._ids), turn.channel_id if channel is None else channel)
+        with self._lock:
+            self._turns[view.id] = view
+        try:
+            yield view
+        except BaseException as error:
+            view.status = view.status or f"raised {type(error).__name__}"
+            raise
+        finally:
+            self._finish(view)
+
+    def _finish(self, view: TurnView) -> None:
+        view.finished = True
+        view.version += 1
+        with self._lock:
+            self._finished.append(view.id)
+            while len(self._finished) > self._keep:
+                del self._turns[self._finished.popleft()]
+
+    def turns(self) -> list[TurnView]:
+        """Every turn shown now, oldest first (a copy: the loop's threads may add more)."""
+        with self._lock:
+            return list(self._turns.values())
+
+    def turn(self, turn_id: int) -> TurnView | None:
+        with self._lock:
+            return self._turns.get(turn_id)

@@ -1,0 +1,62 @@
+"""The names toolloop's telemetry uses: the GenAI semantic conventions' and its own.
+
+The GenAI conventions are still "Development". toolloop follows them as
+released with semantic-conventions v1.41.0 (the last release before they moved
+to their own repository, open-telemetry/semantic-conventions-genai), plus that
+repository's `gen_ai.response.time_to_first_chunk`. The names are written here
+rather than imported from `opentelemetry-semantic-conventions`, whose GenAI
+module is marked incubating and changes between its pre-releases.
+"""
+
+from __future__ import annotations
+
+from toolloop.states import StreamStatus
+
+SEMCONV_VERSION = "1.41.0"
+CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The conventions' opt-in for message content, tool arguments and results: "true" records them."""
+
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+REQUEST_MODEL = "gen_ai.request.model"
+REQUEST_STREAM = "gen_ai.request.stream"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+AGENT_NAME = "gen_ai.agent.name"
+CONVERSATION = "gen_ai.conversation.id"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_RESULT = "gen_ai.tool.call.result"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+ERROR_TYPE = "error.type"
+
+OPERATION_DURATION = "gen_ai.client.operation.duration"
+
+# toolloop's own, under its namespace.
+ATTEMPT = "toolloop.attempt"
+ITERATION = "toolloop.iteration"
+STREAM_STATUS = "toolloop.stream.status"
+TURN_STATUS = "toolloop.turn.status"
+TOOL_OUTCOME = "toolloop.tool.outcome"
+MOVE = "toolloop.move"
+RULE = "toolloop.rule"
+SOURCE = "toolloop.phase.source"
+DEST = "toolloop.phase.dest"
+NOTICE_KEY = "toolloop.notice.key"
+NOTICE_LEVEL = "toolloop.notice.level"
+NOTICE_HIDDEN = "toolloop.notice.hidden"
+NOTICE_TEXT = "toolloop.notice.text"
+
+STEP_EVENT = "toolloop.step"
+NOTICE_EVENT = "toolloop.notice"
+
+FINISH_REASON = {
+    StreamStatus.COMPLETED: "stop",
+    StreamStatus.FUNCTION_CALL: "tool_call",
+}
+"""The conventions' finish reasons; every other stream status is reported as its own value."""
+
+PROVIDER_NAMES = {"openai": "openai", "google": "gcp.gemini"}
+"""Well-known `gen_ai.provider.name` values by API family; others report the provider's name."""

@@ -1,0 +1,408 @@
+"""The spans and metrics of one turn, fed by the interpreter's observer port.
+
+`Telemetry.turn(turn, attempts)` opens the turn's `invoke_agent` span (current
+while it is open, so a bot's own spans nest under it) and yields a `TurnTrace`
+whose `observer` and `on_event` are handed to `run_generation_turn` or
+`run_tool_loop`. From them it builds, under the turn span and across every
+attempt of the fallback chain:
+
+* a `chat {model}` span per provider call, from the step that starts the stream
+  to the step that reads its result;
+* an `execute_tool {name}` span per tool call, from its `ToolStarted` to its
+  `ToolFinished` host event (the calls of a batch are siblings);
+* a `toolloop.step` event on the turn span per step (its move, SPEC rule and
+  phases) and a `toolloop.notice` event per notice shown.
+
+Content (the model's text, tool arguments and results, notice text) is
+recorded only with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`
+or `capture_content=True`; even then arguments are the registry's redacted
+ones, and the values of a call's secret arguments are cut out of everything
+recorded after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict, deque
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from toolloop.effects.interpreter import Observer
+from toolloop.effects.observe import (
+    HostEvent,
+    HostObserver,
+    NoticeShown,
+    StreamFirstChunk,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+    move_rules,
+)
+from toolloop.effects.telemetry import conventions as sc
+from toolloop.effects.turn import Attempt
+from toolloop.engine import commands as fx
+from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
+from toolloop.engine.step import Step
+from toolloop.engine.table import Move
+from toolloop.states import (
+    FunctionCall,
+    IterationState,
+    Phase,
+    ProviderDescriptor,
+    StreamError,
+    StreamStatus,
+    ToolResult,
+    TurnSettings,
+    TurnStatus,
+)
+
+REDACTED = "[redacted]"
+FAILED_STREAMS = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
+FAILED_TURNS = frozenset({TurnStatus.ERROR, TurnStatus.TIMEOUT})
+STOPS = frozenset({Move.STOPPED_BY_USER, Move.STOPPED_BEFORE_TOOL, Move.STOPPED_DURING_TOOL})
+
+RULES = move_rules()
+
+
+def sdk_configured() -> bool:
+    """An SDK's tracer provider is installed (by the application or `opentelemetry-instrument`)."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
+def capture_requested() -> bool:
+    """The conventions' content-capture switch is on in the environment."""
+    return os.environ.get(sc.CAPTURE_CONTENT_VARIABLE, "").strip().lower() == "true"
+
+
+class Telemetry:
+    """A tracer and toolloop's instruments; one per process is enough, turns share it.
+
+    Without providers given it uses the global ones, which are no-ops until an
+    SDK is configured. `capture_content` None reads the conventions' switch.
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        capture_content: bool | None = None,
+    ) -> None:
+        schema = f"https://opentelemetry.io/schemas/{sc.SEMCONV_VERSION}"
+        self.tracer = trace.get_tracer("toolloop", None, tracer_provider, schema)
+        meter = metrics.get_meter("toolloop", "", meter_provider, schema)
+        self.capture_content = capture_requested() if capture_content is None else capture_content
+        self._meter_provider = meter_provider
+        self.duration = meter.create_histogram(
+            sc.OPERATION_DURATION, unit="s", description="GenAI operation duration"
+        )
+        self.iterations = meter.create_histogram(
+            "toolloop.turn.iterations", unit="{iteration}", description="Iterations per attempt"
+        )
+        self.turns = meter.create_counter(
+            "toolloop.turns", unit="{turn}", description="Turns ended, by status"
+        )
+        self.tool_failures = meter.create_counter(
+            "toolloop.tool.failures", unit="{call}", description="Tool calls that failed, by tool"
+        )
+        self.follow_up_interrupts = meter.create_counter(
+            "toolloop.follow_up.interrupts",
+            unit="{stream}",
+            description="Streams a follow-up message interrupted",
+        )
+        self.stops = meter.create_counter(
+            "toolloop.stops", unit="{attempt}", description="Attempts a kill or a stop ended"
+        )
+
+    @contextmanager
+    def turn(self, turn: TurnSettings, attempts: Sequence[Attempt] = ()) -> Iterator[TurnTrace]:
+        """The turn's span, current while the block runs; an exception out of it is recorded."""
+        attributes = {
+            sc.OPERATION: "invoke_agent",
+            sc.AGENT_NAME: turn.persona.name,
+            sc.CONVERSATION: turn.channel_id,
+            sc.PROVIDER: provider_name(turn.provider),
+        }
+        span = self.tracer.start_span(
+            f"invoke_agent {turn.persona.name}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        models = [_model(attempt) for attempt in attempts]
+        traced = TurnTrace(self, span, models, active=span.is_recording() or self.measuring())
+        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            try:
+                yield traced
+            except BaseException as error:
+                traced.raised(error)
+                raise
+            finally:
+                traced.close()
+
+    def measuring(self) -> bool:
+        """A meter provider of an SDK records the instruments (not the API's no-op or proxy)."""
+        provider = self._meter_provider or metrics.get_meter_provider()
+        noop = isinstance(provider, metrics.NoOpMeterProvider)
+        return not noop and type(provider).__name__ != "_ProxyMeterProvider"
+
+
+def provider_name(descriptor: ProviderDescriptor) -> str:
+    """`gen_ai.provider.name`: the well-known value of the API family, else the provider's name."""
+    return sc.PROVIDER_NAMES.get(descriptor.api_family.value, descriptor.name)
+
+
+def _model(attempt: Attempt) -> str:
+    """The model an attempt asks for, when its provider says (`OpenAICompatProvider.model`)."""
+    model = getattr(attempt.provider, "model", None)
+    return model if isinstance(model, str) else attempt.provider.descriptor.name
+
+
+class TurnTrace:
+    """One turn's spans: pass `observer` and `on_event` to the loop.
+
+    Both are None when nothing would be recorded (no SDK, or the turn sampled
+    out and no meter): the loop then builds no host event and calls nothing.
+    """
+
+    def __init__(
+        self, telemetry: Telemetry, span: Span, models: Sequence[str], *, active: bool
+    ) -> None:
+        self._telemetry, self._span, self._models = telemetry, span, models
+        self.observer: Observer | None = self._observe if active else None
+        self.on_event: HostObserver | None = self._on_event if active else None
+        self._context: Context = trace.set_span_in_context(span)
+        self._attempt = -1
+        self._descriptor = ProviderDescriptor()
+        self._chat: Span | None = None
+        self._chat_started, self._chat_model = 0.0, ""
+        self._dispatched: defaultdict[str, deque[FunctionCall]] = defaultdict(deque)
+        self._tools: defaultdict[str, deque[tuple[Span, FunctionCall | None]]] = defaultdict(deque)
+        self._settled: ToolResult | None = None
+        self._secrets: set[str] = set()
+        self._status: TurnStatus | None = None
+
+    # -- the observer port ------------------------------------------------------------------
+
+    def _observe(self, state: IterationState, event: Event, out: Step) -> None:
+        """Every step: its event on the turn span, and the provider calls' spans."""
+        if isinstance(event, TurnStarted):
+            self._attempt += 1
+            self._descriptor = state.turn.provider
+        elif isinstance(event, StreamEnded):
+            self._end_chat(event)
+        elif isinstance(event, ToolSettled):
+            self._settled = event.result
+        dest = out.state.phase
+        move = str(out.move)
+        self._span.add_event(
+            sc.STEP_EVENT,
+            {
+                sc.MOVE: move,
+                sc.RULE: RULES.get((state.phase, type(event), move, dest), ""),
+                sc.SOURCE: state.phase.value,
+                sc.DEST: dest.value,
+                sc.ATTEMPT: self._attempt,
+                sc.ITERATION: out.state.iteration,
+            },
+        )
+        telemetry = self._telemetry
+        if out.move is Move.FOLLOW_UP_INTERRUPT:
+            telemetry.follow_up_interrupts.add(1)
+        elif out.move in STOPS:
+            telemetry.stops.add(1, {sc.MOVE: move})
+        if dest is Phase.FINISHED:
+            telemetry.iterations.record(out.state.iteration + 1)  # iterations count from 0
+        for effect in out.effects:
+            if isinstance(effect, fx.StreamOnce):
+                self._start_chat(effect.iteration)
+            elif isinstance(effect, fx.DispatchTool):
+                self._dispatched[effect.call.name].append(effect.call)
+
+    def _on_event(self, shown: HostEvent) -> None:
+        """Host events: tool spans, the first chunk, notices, each attempt's result."""
+        if isinstance(shown, ToolStarted):
+            self._start_tool(shown)
+        elif isinstance(shown, ToolFinished):
+            self._end_tool(shown)
+        elif isinstance(shown, StreamFirstChunk):
+            if self._chat is not None:
+                elapsed = time.monotonic() - self._chat_started
+                self._chat.set_attribute(sc.TIME_TO_FIRST_CHUNK, elapsed)
+        elif isinstance(shown, NoticeShown):
+            notice = shown.notice
+            attributes: dict[str, Any] = {
+                sc.NOTICE_KEY: notice.key,
+                sc.NOTICE_LEVEL: notice.level,
+                sc.NOTICE_HIDDEN: notice.hidden,
+                sc.ATTEMPT: shown.attempt,
+                sc.ITERATION: notice.iteration,
+            }
+            if self._telemetry.capture_content:
+                attributes[sc.NOTICE_TEXT] = self._scrub(notice.text)
+            self._span.add_event(sc.NOTICE_EVENT, attributes)
+        elif isinstance(shown, TurnFinished):
+            self._status = shown.result.status
+
+    # -- provider calls ---------------------------------------------------------------------
+
+    def _start_chat(self, iteration: int) -> None:
+        models = self._models
+        model = models[self._attempt] if self._attempt < len(models) else self._descriptor.name
+        self._chat_started, self._chat_model = time.monotonic(), model
+        self._chat = self._telemetry.tracer.start_span(
+            f"chat {model}",
+            self._context,
+            kind=SpanKind.CLIENT,
+            attributes={
+                sc.OPERATION: "chat",
+                sc.PROVIDER: provider_name(self._descriptor),
+                sc.REQUEST_MODEL: model,
+                sc.REQUEST_STREAM: True,
+                sc.ATTEMPT: self._attempt,
+                sc.ITERATION: iteration,
+            },
+        )
+
+    def _end_chat(self, event: StreamEnded) -> None:
+        span, self._chat = self._chat, None
+        if span is None:
+            return
+        result = event.result
+        reason = sc.FINISH_REASON.get(result.status, result.status.value)
+        ended: dict[str, Any] = {sc.STREAM_STATUS: result.status.value, sc.FINISH_REASONS: [reason]}
+        metric = {
+            sc.OPERATION: "chat",
+            sc.PROVIDER: provider_name(self._descriptor),
+            sc.REQUEST_MODEL: self._chat_model,
+        }
+        if result.status in FAILED_STREAMS:
+            error = result.data
+            kind = error.type if isinstance(error, StreamError) else result.status.value
+            ended[sc.ERROR_TYPE] = metric[sc.ERROR_TYPE] = kind
+            span.set_status(Status(StatusCode.ERROR, _message(error)))
+        if self._telemetry.capture_content:
+            message = {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": self._scrub(result.accumulated_text)}],
+                "finish_reason": reason,
+            }
+            ended[sc.OUTPUT_MESSAGES] = json.dumps([message], ensure_ascii=False)
+        span.set_attributes(ended)
+        span.end()
+        self._telemetry.duration.record(time.monotonic() - self._chat_started, metric)
+
+    # -- tool calls -------------------------------------------------------------------------
+
+    def _start_tool(self, shown: ToolStarted) -> None:
+        queued = self._dispatched.get(shown.name)
+        call = queued.popleft() if queued else None
+        attributes: dict[str, Any] = {
+            sc.OPERATION: "execute_tool",
+            sc.TOOL_NAME: shown.name,
+            sc.TOOL_TYPE: "function",
+            sc.ATTEMPT: shown.attempt,
+            sc.ITERATION: shown.iteration,
+        }
+        call_id = None if call is None else call.passthrough.get("id")
+        if isinstance(call_id, str):
+            attributes[sc.TOOL_CALL_ID] = call_id
+        if call is not None and call.args is not None and shown.args is not None:
+            self._secrets |= secret_values(call.args, shown.args)
+        if self._telemetry.capture_content and shown.args is not None:
+            attributes[sc.TOOL_ARGUMENTS] = json.dumps(shown.args, ensure_ascii=False)
+        span = self._telemetry.tracer.start_span(
+            f"execute_tool {shown.name}",
+            self._context,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        self._tools[shown.name].append((span, call))
+
+    def _end_tool(self, shown: ToolFinished) -> None:
+        queued = self._tools.get(shown.name)
+        if not queued:
+            return
+        span, _ = queued.popleft()
+        outcome = tool_outcome(shown)
+        ended: dict[str, Any] = {sc.TOOL_OUTCOME: outcome}
+        if not shown.success:
+            ended[sc.ERROR_TYPE] = outcome
+            span.set_status(Status(StatusCode.ERROR, self._scrub(shown.error or "")))
+            self._telemetry.tool_failures.add(1, {sc.TOOL_NAME: shown.name, sc.ERROR_TYPE: outcome})
+        settled, self._settled = self._settled, None
+        if self._telemetry.capture_content and settled is not None:
+            result = {"success": settled.success, "data": settled.data, "error": settled.error}
+            dumped = json.dumps(result, ensure_ascii=False, default=str)
+            ended[sc.TOOL_RESULT] = self._scrub(dumped)
+        span.set_attributes(ended)
+        span.end()
+
+    # -- the turn ---------------------------------------------------------------------------
+
+    def raised(self, error: BaseException) -> None:
+        """The turn ended with an exception: recorded on the turn span."""
+        self._span.record_exception(error)
+        self._span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        self._span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
+
+    def close(self) -> None:
+        """End whatever an exception left open, then the turn span with its status."""
+        for span in self._open_spans():
+            span.set_status(Status(StatusCode.ERROR, "the turn ended first"))
+            span.end()
+        status = "raised" if self._status is None else self._status.value
+        self._span.set_attribute(sc.TURN_STATUS, status)
+        self._span.set_attribute("toolloop.turn.attempts", self._attempt + 1)
+        if self._status in FAILED_TURNS:
+            self._span.set_status(Status(StatusCode.ERROR, status))
+        self._telemetry.turns.add(1, {sc.TURN_STATUS: status})
+        self._span.end()
+
+    def _open_spans(self) -> Iterator[Span]:
+        if self._chat is not None:
+            yield self._chat
+        for queued in self._tools.values():
+            for span, _ in queued:
+                yield span
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+
+def tool_outcome(shown: ToolFinished) -> str:
+    """`success`, `killed`, `timeout` or `failure`, read off the interpreter's failure wording."""
+    if shown.success:
+        return "success"
+    error = shown.error or ""
+    if error == f"Tool {shown.name} was killed":
+        return "killed"
+    if error.startswith(f"Tool {shown.name} timed out after "):
+        return "timeout"
+    return "failure"
+
+
+def secret_values(raw: Any, shown: Any) -> set[str]:
+    """The string values of `raw` that the registry's redaction replaced in `shown`."""
+    if shown == REDACTED and isinstance(raw, str) and raw and raw != REDACTED:
+        return {raw}
+    if isinstance(raw, dict) and isinstance(shown, dict):
+        return {
+            value
+            for key in raw.keys() & shown.keys()
+            for value in secret_values(raw[key], shown[key])
+        }
+    if isinstance(raw, list) and isinstance(shown, list):
+        return {value for pair in zip(raw, shown, strict=False) for value in secret_values(*pair)}
+    return set()
+
+
+def _message(error: object) -> str:
+    return error.message if isinstance(error, StreamError) else ""

@@ -1,0 +1,257 @@
+"""What watching costs: OpenTelemetry tracing per iteration, and the inspector over 1,000 turns.
+
+* Tracing: bench_loop's turn (100 tool calls through `run_tool_loop`, an
+  in-memory provider: the loop's own cost, about 40 µs an iteration), and the
+  demo conversation over loopback HTTP (the real adapter against the demo
+  model's server, no delay), each with no hooks, with `Telemetry` on the
+  global no-op providers (the API installed, no SDK), and with `Telemetry` on
+  a configured SDK (a `TracerProvider` whose `SimpleSpanProcessor` exports
+  every span at its end to an in-memory exporter, a `MeterProvider` with an
+  in-memory reader). CPU µs per iteration, the three
+  alternating in one run, best of several rounds; goal: at most 20% added.
+* Inspector: 1,000 concurrent 10-iteration turns, each watched by an
+  `Inspector` served on loopback with one page (an SSE client on its own
+  thread) following `/api/events`, against the same turns unwatched; process
+  CPU per iteration (the server's and the client's threads included) and wall
+  time, alternating; goal: at most 10% added. And the page's update rate:
+  pushes a second and turns a push while the turns run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import anyio
+import httpx
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.bench.bench_loop import REGISTRY, TURN, Scripted
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.inspect import Inspector, serve_in_thread
+from toolloop.effects.interpreter import run_tool_loop
+from toolloop.effects.providers.openai_compat import OpenAICompatProvider
+from toolloop.effects.telemetry import Telemetry
+from toolloop.effects.turn import Attempt, run_generation_turn
+from toolloop.states import LoopConfig, TurnStatus
+from toolloop.testing.model_server import ModelServer
+from toolloop.tools import demo_model
+from toolloop.tools.demo import demo_registry
+
+CALLS = 100
+ROUNDS = 5
+HTTP_TURNS = 10
+TURNS, TURN_CALLS = 1_000, 9
+Watch = Callable[[], AbstractContextManager[Any]]
+"""A side of a comparison: what it hands the loop (`observer`, `on_event` where it has one)."""
+
+
+async def turn(calls: int, watch: Watch) -> None:
+    """bench_loop's turn: `calls` tool calls through the in-memory ports."""
+    with watch() as hooks:
+        result = await run_tool_loop(
+            turn=TURN,
+            config=LoopConfig(max_function_call_iterations=calls + 1),
+            provider=Scripted(calls),
+            registry=REGISTRY,
+            channel=RecordingChannel(),
+            control=MemoryTurnControl(),
+            observer=getattr(hooks, "observer", None),
+            on_event=getattr(hooks, "on_event", None),
+        )
+    assert result.status is TurnStatus.COMPLETED, result.status
+
+
+async def http_turn(provider: OpenAICompatProvider, watch: Watch) -> None:
+    """The demo conversation over loopback HTTP: 3 provider calls, 2 tools."""
+    with watch() as hooks:
+        result = await run_generation_turn(
+            turn=TURN,
+            attempts=[Attempt(provider=provider, config=LoopConfig())],
+            registry=demo_registry(),
+            channel=RecordingChannel(),
+            control=MemoryTurnControl(),
+            observer=getattr(hooks, "observer", None),
+            on_event=getattr(hooks, "on_event", None),
+        )
+    assert result.status is TurnStatus.COMPLETED, result.status
+
+
+def tracers() -> tuple[dict[str, Watch], InMemorySpanExporter]:
+    """The three sides: untraced, `Telemetry` on the API's no-ops, `Telemetry` into an SDK."""
+    exported = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exported))
+    sdk = Telemetry(
+        tracer_provider=tracer_provider,
+        meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]),
+    )
+    no_sdk = Telemetry()
+    sides: dict[str, Watch] = {
+        "untraced": nullcontext,
+        "API only, no SDK": lambda: no_sdk.turn(TURN),
+        "SDK, in-memory exporter": lambda: sdk.turn(TURN),
+    }
+    return sides, exported
+
+
+def tracing(backend: str) -> dict[str, float]:
+    """Best CPU µs per iteration of the in-memory turn on each side, alternating."""
+    sides, exported = tracers()
+
+    async def rounds() -> dict[str, float]:
+        best = dict.fromkeys(sides, float("inf"))
+        for watch in sides.values():
+            await turn(CALLS, watch)
+        for _ in range(ROUNDS):
+            for name, watch in sides.items():
+                started = time.process_time()
+                for _ in range(10):
+                    await turn(CALLS, watch)
+                best[name] = min(best[name], (time.process_time() - started) / (10 * (CALLS + 1)))
+                exported.clear()
+        return {name: seconds * 1e6 for name, seconds in best.items()}
+
+    result: dict[str, float] = anyio.run(rounds, backend=backend)
+    return result
+
+
+def tracing_http(backend: str) -> dict[str, float]:
+    """Best CPU µs (the model server's thread included) per iteration of the HTTP turn."""
+    sides, exported = tracers()
+
+    async def rounds() -> dict[str, float]:
+        best = dict.fromkeys(sides, float("inf"))
+        with ModelServer(demo_model.chunks, delay=0) as server:
+            provider = OpenAICompatProvider(base_url=server.base_url, model=demo_model.MODEL)
+            async with provider:
+                for watch in sides.values():
+                    await http_turn(provider, watch)
+                for _ in range(ROUNDS):
+                    for name, watch in sides.items():
+                        started = time.process_time()
+                        for _ in range(HTTP_TURNS):
+                            await http_turn(provider, watch)
+                        spent = (time.process_time() - started) / (HTTP_TURNS * 3)
+                        best[name] = min(best[name], spent)
+                        exported.clear()
+        return {name: seconds * 1e6 for name, seconds in best.items()}
+
+    result: dict[str, float] = anyio.run(rounds, backend=backend)
+    return result
+
+
+class Page:
+    """An SSE client of `/api/events` on its own thread: what a browser tab costs the server."""
+
+    def __init__(self, url: str) -> None:
+        self.pushes: list[tuple[float, int]] = []
+        """(monotonic time, turns in the push) of each `turns` event."""
+        self._url, self._stop = url + "api/events", threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            with httpx.stream("GET", self._url, timeout=None) as events:
+                for line in events.iter_lines():
+                    if self._stop.is_set():
+                        return
+                    if line.startswith("data: "):
+                        pushed = len(json.loads(line[6:])["turns"])
+                        self.pushes.append((time.monotonic(), pushed))
+        except httpx.HTTPError:
+            return  # the server stopped while the page was still open
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def inspector(backend: str) -> dict[str, Any]:
+    """1,000 concurrent turns, watched and served to a page or not: CPU µs/iteration and wall s."""
+    watcher = Inspector()  # keeps the default 200 finished turns, as a bot's would
+    served = serve_in_thread(watcher, port=0)
+    page = Page(served.url)
+    time.sleep(0.5)
+    unserved = Inspector()
+    sides: dict[str, Watch] = {
+        "unwatched": nullcontext,
+        "watched, no page": lambda: unserved.watch(TURN),
+        "watched, one page": lambda: watcher.watch(TURN),
+    }
+    windows: list[tuple[float, float]] = []
+
+    async def together(watch: Watch) -> None:
+        async with anyio.create_task_group() as group:
+            for _ in range(TURNS):
+                group.start_soon(turn, TURN_CALLS, watch)
+
+    async def rounds() -> dict[str, tuple[float, float]]:
+        best = dict.fromkeys(sides, (float("inf"), float("inf")))
+        for _ in range(ROUNDS):
+            for name, watch in sides.items():
+                cpu, wall = time.process_time(), time.monotonic()
+                await together(watch)
+                cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+                if name == "watched, one page":
+                    windows.append((time.monotonic() - wall, time.monotonic()))
+                per_iteration = cpu / (TURNS * (TURN_CALLS + 1)) * 1e6
+                best[name] = min(best[name], (per_iteration, wall))
+        return best
+
+    try:
+        best = anyio.run(rounds, backend=backend)
+        time.sleep(0.3)
+    finally:
+        page.close()
+        served.stop()
+    during = [
+        (at, count)
+        for at, count in page.pushes
+        if any(start <= at <= end + 0.15 for start, end in windows)
+    ]
+    watched_time = sum(end - start for start, end in windows)
+    return {
+        "best": best,
+        "pushes per second": len(during) / watched_time if watched_time else 0.0,
+        "turns per push": sum(count for _, count in during) / len(during) if during else 0.0,
+    }
+
+
+def main() -> None:
+    for backend in ("asyncio", "trio"):
+        for workload, measure in (("in-memory", tracing), ("loopback HTTP", tracing_http)):
+            figures = measure(backend)
+            base = figures["untraced"]
+            for name, micros in figures.items():
+                added = f" (+{(micros / base - 1) * 100:.0f}%)" if name != "untraced" else ""
+                print(
+                    f"tracing {backend}, {workload} turn, {name}: "
+                    f"{micros:.1f} µs/iteration (CPU){added}"
+                )
+    for backend in ("asyncio", "trio"):
+        measured = inspector(backend)
+        (base_cpu, _) = measured["best"]["unwatched"]
+        for name, (cpu, wall) in measured["best"].items():
+            added = f" (+{(cpu / base_cpu - 1) * 100:.0f}% CPU)" if name != "unwatched" else ""
+            print(
+                f"inspector {backend}, {TURNS:,} concurrent turns, {name}: "
+                f"{cpu:.1f} µs/iteration (CPU, all threads), {wall:.2f} s wall{added}"
+            )
+        print(
+            f"inspector {backend}, page updates while the turns ran: "
+            f"{measured['pushes per second']:.1f} pushes/s, "
+            f"{measured['turns per push']:.0f} turns a push"
+        )
+
+
+if __name__ == "__main__":
+    main()

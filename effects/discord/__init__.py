@@ -12,7 +12,7 @@ from toolloop.effects.discord.adapter import (
 )
 from toolloop.effects.discord.bot import BotSettings, MissingSetting, ToolloopBot
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
-from toolloop.effects.discord.split import cut_page
+from toolloop.effects.discord.split import Page, cut_page, paginate
 from toolloop.effects.discord.turns import TurnManager, TurnRequest
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "DiscordChannel",
     "EditWindow",
     "MissingSetting",
+    "Page",
     "Persona",
     "ToolloopBot",
     "TurnManager",
@@ -32,4 +33,5 @@ __all__ = [
     "WebhookVoice",
     "cut_page",
     "notice_embed",
+    "paginate",
 ]

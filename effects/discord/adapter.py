@@ -4,11 +4,13 @@ Each stream (`stream_started` .. `stream_ended`) gets its own message. The
 reader (the interpreter's sink) awaits only a stream's first message, so that a
 channel Discord refuses fails the stream at once (SPEC 5, the channel fails);
 after that `send_text` only appends, and a background editor per stream brings
-the message up to date as often as the channel's `EditWindow` allows (5 edits
-per 5 s), always ending on the last text. A slow or rate-limited edit therefore
-never slows the model's stream. A message that outgrows 2000 characters is cut
-on a paragraph, line, sentence or word (`split.cut_page`) and continues in a
-new one. A refusal seen by an editor fails the stream's next `send_text`.
+the message up to date as often as the channel's `EditWindow` allows (5
+messages or edits per 5 s), always ending on the last text. A slow or
+rate-limited edit therefore never slows the model's stream. A message that
+outgrows 2000 characters is cut on a paragraph, line, sentence or word
+(`split.cut_page`) and continues in a new one. A refusal seen by an editor fails
+the stream's next `send_text`. `stop` (a kill, a shutdown) ends every editor at
+once.
 
 Notices are embeds coloured by level; the persona's webhook speaks the
 persona's text and notices when one is configured. Hidden notices go to the
@@ -28,7 +30,7 @@ import discord
 from anyio.abc import TaskGroup
 
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
-from toolloop.effects.discord.split import cut_page
+from toolloop.effects.discord.split import Fence, Page, cut_page, last_page
 from toolloop.effects.ports import Notice, StreamSpan
 from toolloop.states.errors import ToolloopError
 
@@ -129,7 +131,8 @@ def notice_embed(notice: Notice) -> discord.Embed:
 class DiscordChannel:
     """One turn's Channel port on a Discord channel or thread (`async with` it around the turn).
 
-    Leaving the block waits for every stream's editor to send its last text.
+    Leaving the block waits for every stream's editor to send its last text, unless
+    `stop` was called.
     """
 
     def __init__(
@@ -153,6 +156,7 @@ class DiscordChannel:
         self._current: _Writer | None = None
         self._replied = False
         self._group: TaskGroup | None = None
+        self._stopped = False
 
     async def __aenter__(self) -> Self:
         self._group = anyio.create_task_group()
@@ -165,12 +169,21 @@ class DiscordChannel:
             writer.close()
         return await self._group.__aexit__(*exc_info)
 
+    def stop(self) -> None:
+        """Stop every stream's editor at once (a kill, a shutdown): no further request is made,
+        and leaving the block no longer waits for the last text."""
+        self._stopped = True
+        for writer in self._writers:
+            writer.stop()
+
     # -- the Channel port ------------------------------------------------------------------
 
     def stream_started(self, stream: StreamSpan) -> None:
         if self._group is None:
             raise RuntimeError("use the DiscordChannel as `async with DiscordChannel(...)`")
         writer = _Writer(self, stream)
+        if self._stopped:
+            writer.stop()
         self._writers.append(writer)
         self._current = writer
         self._group.start_soon(writer.edit_until_closed)
@@ -227,9 +240,10 @@ class DiscordChannel:
         self.messages.append(message)
         return message
 
-    async def edit_slot(self) -> None:
-        """Wait until one more edit keeps the channel's rate limit, and take it."""
-        at = self.window.next_at(self.clock.now())
+    async def request_slot(self, *, spread: bool = True) -> None:
+        """Wait until one more message or edit keeps the channel's rate limit, and take it
+        (`EditWindow.next_at`)."""
+        at = self.window.next_at(self.clock.now(), spread=spread)
         if at > self.clock.now():
             await self.clock.sleep_until(at)
         self.window.record(self.clock.now())
@@ -242,12 +256,19 @@ class DiscordChannel:
 
 
 class _Writer:
-    """One stream's messages: the reader appends, the editor task shows what was appended."""
+    """One stream's messages: the reader appends, the editor task shows what was appended.
+
+    Every request (a new message or an edit) waits for a slot of the channel's
+    rate limit, and a page that is cut is never sent again, so the messages a
+    stream costs are bounded by its text (`split.cut_page`).
+    """
 
     def __init__(self, channel: DiscordChannel, span: StreamSpan) -> None:
         self.channel, self.span = channel, span
         self.tail = ""
-        """The text of the stream's current message, sent or not yet."""
+        """The text of the stream's current page, sent or not yet."""
+        self.fence: Fence | None = None
+        """The code fence the current page reopens."""
         self.shown = ""
         """What the current message shows."""
         self.message: discord.Message | None = None
@@ -257,29 +278,31 @@ class _Writer:
         self._wake = anyio.Event()
         self._scope = anyio.CancelScope()
         self._done = anyio.Event()
+        self._turn = anyio.Lock()
+        """Held by whoever sends: the reader for the first message, else the editor."""
 
     async def append(self, text: str) -> None:
         """The reader's side: a refusal fails it; only the stream's first message is awaited."""
         if self.failure is not None:
             raise self.failure
         self.tail += text
-        if self.messages or not self.tail.strip():
-            self._wake.set()
-            return
-        cut = cut_page(self.tail)
-        first = cut[0] if cut is not None else self.tail
-        self.message, self.shown = await self._send(first, None), first
-        if cut is not None:
-            self.tail, self.message, self.shown = cut[1], None, ""
-            self._wake.set()
+        if not self.messages and not self._scope.cancel_called:
+            async with self._turn:
+                while not self.messages and not self._caught_up():
+                    await self._step(spread=False)
+        self._wake.set()
 
     def close(self) -> None:
         self.closed = True
         self._wake.set()
 
-    async def abandon(self) -> None:
-        """Stop editing at once (the messages are about to be deleted)."""
+    def stop(self) -> None:
+        """Stop editing at once: no further request is made."""
         self._scope.cancel()
+
+    async def abandon(self) -> None:
+        """Stop editing and wait until the editor has (the messages are about to be deleted)."""
+        self.stop()
         await self._done.wait()
 
     async def edit_until_closed(self) -> None:
@@ -289,30 +312,34 @@ class _Writer:
                 while self.failure is None and not (self.closed and self._caught_up()):
                     await self._wake.wait()
                     self._wake = anyio.Event()
-                    await self._catch_up()
+                    async with self._turn:
+                        while self.failure is None and not self._caught_up():
+                            await self._step()
             except DeliveryError as failure:
                 self.failure = failure
         self._done.set()
 
     def _caught_up(self) -> bool:
-        return self.tail == self.shown or not self.tail.strip()
+        return cut_page(self.tail, fence=self.fence) is None and self._page().content == self.shown
 
-    async def _catch_up(self) -> None:
-        """Close full pages, then show the latest text; every edit waits for a rate-limit slot.
+    def _page(self) -> Page:
+        return cut_page(self.tail, fence=self.fence) or last_page(self.tail, fence=self.fence)
 
-        The text is read after the slot, so the edits a wait saved are coalesced into one.
+    async def _step(self, *, spread: bool = True) -> None:
+        """One request: finish a full page (the next one starts), or show the latest text.
+
+        The text is read after the rate-limit slot, so the edits a wait saved are coalesced.
         """
-        while not self._caught_up():
-            if self.message is not None:
-                await self.channel.edit_slot()
-            cut = cut_page(self.tail)
-            if cut is not None:
-                page, self.tail = cut
-                message, self.message, self.shown = self.message, None, ""
-                await self._send(page, message)
-            else:
-                content = self.tail
-                self.message, self.shown = await self._send(content, self.message), content
+        await self.channel.request_slot(spread=spread)
+        page = self._page()
+        if page.body == self.tail:
+            content = page.content
+            self.message, self.shown = await self._send(content, self.message), content
+            return
+        self.tail, self.fence = self.tail[len(page.body) :], page.carried
+        message, self.message, self.shown = self.message, None, ""
+        if page.content:  # a page of nothing but whitespace is not sent
+            await self._send(page.content, message)
 
     async def _send(self, content: str, message: discord.Message | None) -> discord.Message:
         """`content` as the stream's next message, or as `message`'s new text."""

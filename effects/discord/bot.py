@@ -153,8 +153,8 @@ class ToolloopBot(discord.Client):
         await interaction.response.send_message(reply, ephemeral=True)
 
     async def close(self) -> None:
-        """Let the running turns finish their messages, then disconnect."""
-        await self.turns.wait_idle()
+        """Stop the running turns (as `/kill` does) and their messages' editors, then disconnect."""
+        await self.turns.close()
         await super().close()
 
     # -- one turn --------------------------------------------------------------------------

@@ -4,10 +4,12 @@ A message that arrives while its channel's turn runs is a follow-up: it is
 queued and the turn's control is told (`request_follow_up`), which interrupts
 a first stream and waits behind a tool chain (SPEC 5, 6); when the turn ends,
 everything queued meanwhile is answered by the next turn, as one batch. `/kill`
-and the stop phrase are genuine stops: the running turn is killed and the queue
-dropped. Each turn gets its own `MemoryTurnControl`, so a kill can never reach
-the next turn; only the follow-up count carries over. A turn that outlives
-`stale_after` seconds is cancelled. `wait_idle()` waits for every channel.
+and the stop phrase are genuine stops: the running turn is killed, its
+channel's editors stopped and the queue dropped. Each turn gets its own
+`MemoryTurnControl`, so a kill can never reach the next turn; only the
+follow-up count carries over. A turn that outlives `stale_after` seconds,
+sending its last text included, is cancelled. `wait_idle()` waits for every
+channel; `close()` stops them all first.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class _Lane:
 
     pending: list[discord.Message] = attrs.field(factory=list)
     control: MemoryTurnControl | None = None
+    channel: DiscordChannel | None = None
+    """The running turn's channel port, once opened."""
     task: asyncio.Task[None] | None = None
     follow_ups: int = 0
 
@@ -109,10 +113,20 @@ class TurnManager:
         ]:
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    async def close(self) -> None:
+        """Shut down: stop every channel's turn as `/kill` does, and wait until they ended."""
+        for lane in self._lanes.values():
+            self._stop(lane)
+        await self.wait_idle()
+
     def _stop(self, lane: _Lane) -> None:
+        """A genuine stop: the queue is dropped, the turn killed and its messages' editors
+        stopped (a reply still being paginated sends nothing more)."""
         lane.pending.clear()
         if lane.control is not None:
             lane.control.kill()
+        if lane.channel is not None:
+            lane.channel.stop()
 
     async def _drain(self, lane: _Lane, place: Place) -> None:
         """Answer the channel's queue, one batch per turn, until it is empty."""
@@ -122,18 +136,28 @@ class TurnManager:
             control.follow_up_count = lane.follow_ups
             lane.control = control
             try:
-                await self._turn(place, batch, control)
+                await self._turn(lane, place, batch, control)
             except Exception:
                 log.exception("the turn in channel %s failed", place.id)
             finally:
-                lane.control, lane.follow_ups = None, control.follow_up_count
+                lane.control, lane.channel = None, None
+                lane.follow_ups = control.follow_up_count
 
     async def _turn(
-        self, place: Place, batch: tuple[discord.Message, ...], control: MemoryTurnControl
+        self,
+        lane: _Lane,
+        place: Place,
+        batch: tuple[discord.Message, ...],
+        control: MemoryTurnControl,
     ) -> None:
+        """One turn; the stale timeout covers the channel's opening and its exit too (the
+        editors sending the last text), so nothing holds a channel longer."""
         result: GenerationTurnResult | None = None
-        async with await self._open(place) as channel:
-            with anyio.move_on_after(self._stale_after) as scope:
+        with anyio.move_on_after(self._stale_after) as scope:
+            async with await self._open(place) as channel:
+                lane.channel = channel
+                if control.killed.is_set():  # killed while the channel was being opened
+                    channel.stop()
                 result = await self._respond(
                     TurnRequest(messages=batch, channel=channel, control=control)
                 )

@@ -18,7 +18,15 @@ import discord
 import discord.ext.test as dpytest
 import pytest
 
-from tests.discord.conftest import channel, configured, contents, deny_sending, run
+from tests.discord.conftest import (
+    Requests,
+    VirtualClock,
+    channel,
+    configured,
+    contents,
+    deny_sending,
+    run,
+)
 from tests.effects.harness import Script, ScriptProvider, calling, completed, silent
 from toolloop.effects.discord import BotSettings, ToolloopBot
 from toolloop.effects.discord.bot import TRANSCRIPT
@@ -36,13 +44,18 @@ class Bot:
     """A ToolloopBot on dpytest, with the host events it reported."""
 
     def __init__(
-        self, provider: Provider, registry: ToolRegistry | None = None, **settings: object
+        self,
+        provider: Provider,
+        registry: ToolRegistry | None = None,
+        clock: VirtualClock | None = None,
+        **settings: object,
     ) -> None:
         self.events: list[HostEvent] = []
         self.client = ToolloopBot(
             BotSettings(token="test", **settings),  # type: ignore[arg-type]
             provider=provider,
             registry=registry or ToolRegistry(),
+            clock=clock,
             intents=discord.Intents.all(),
             on_event=self.events.append,
         )
@@ -213,6 +226,83 @@ class TestStops:
         assert texts == ["go", "Thinking", "again", "Back."]
         ours = [r.getMessage() for r in caplog.records if r.name == "toolloop.discord"]
         assert ours == [f"the turn in channel {place} outlived 0.2 s and was cancelled"]
+
+
+class TestLongReplies:
+    """A reply of many pages is bounded by a kill, a shutdown and the stale timeout.
+
+    The adapter's clock is a virtual one that never moves: after the reply's
+    first message every request waits for a rate-limit slot that never comes,
+    so the turn's channel could close only when its editors are stopped. Each
+    test would hang without the fix; `fail_after` turns the hang into a failure.
+    """
+
+    REPLY = "A long answer, line after line.\n" * 2000
+
+    def test_kill_stops_the_writer_of_a_long_reply(self) -> None:
+        """`/kill` after the model finished: no request follows, and the channel answers again."""
+        clock = VirtualClock()
+        bot = Bot(ScriptProvider(completed(self.REPLY), completed("Next.")), clock=clock)
+
+        async def main() -> tuple[str, int, int, list[str]]:
+            await configured(bot.client)
+            requests = Requests(clock)
+            await dpytest.message("go", channel=0)
+            while not bot.statuses():  # the model's stream ended; the editor is behind
+                await anyio.sleep(0.01)
+            reply, before = bot.client.kill_reply(channel(0).id), len(requests.log)
+            with anyio.fail_after(5):
+                await bot.idle()
+            after = len(requests.log)
+            clock.advance(5.0)  # the next turn may take a slot
+            await dpytest.message("again", channel=0)
+            await bot.idle()
+            return reply, before, after, contents(channel(0))
+
+        reply, before, after, texts = run(main)
+        assert reply == "Stopped."
+        assert before == after == 1  # the reply's first page, and nothing after the kill
+        assert texts[0] == "go" and texts[-2:] == ["again", "Next."]
+
+    def test_closing_the_bot_stops_the_writer_of_a_long_reply(self) -> None:
+        """`close()` stops the running turn and its editors, then disconnects."""
+        clock = VirtualClock()
+        bot = Bot(ScriptProvider(completed(self.REPLY)), clock=clock)
+
+        async def main() -> bool:
+            await configured(bot.client)
+            await dpytest.message("go", channel=0)
+            while not bot.statuses():
+                await anyio.sleep(0.01)
+            bot.client.ws = None  # type: ignore[assignment]  # dpytest's has no socket to close
+            with anyio.fail_after(5):
+                await bot.client.close()
+            return bot.client.turns.busy(channel(0).id)
+
+        assert run(main) is False
+
+    def test_the_stale_timeout_covers_the_channels_exit(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The model finished at once, but the editors would take forever: the stale timeout
+        (0.3 s) cancels the turn while its channel closes, and says so."""
+        bot = Bot(ScriptProvider(completed(self.REPLY)), clock=VirtualClock())
+        bot.client.turns = type(bot.client.turns)(
+            bot.client.respond, bot.client.open_channel, stale_after=0.3
+        )
+
+        async def main() -> int:
+            await configured(bot.client)
+            await dpytest.message("go", channel=0)
+            with anyio.fail_after(5):
+                await bot.idle()
+            return channel(0).id
+
+        with caplog.at_level(logging.WARNING, logger="toolloop.discord"):
+            place = run(main)
+        assert bot.statuses() == [StreamStatus.COMPLETED]
+        ours = [r.getMessage() for r in caplog.records if r.name == "toolloop.discord"]
+        assert ours == [f"the turn in channel {place} outlived 0.3 s and was cancelled"]
 
 
 class TestFollowUps:

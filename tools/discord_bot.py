@@ -1,6 +1,6 @@
 """`toolloop discord`: a Discord bot with the OpenAI-compatible provider and the demo's two tools.
 
-Configured by the environment (`toolloop.effects.discord.bot`): `DISCORD_TOKEN`
+Configured by the environment (`toolloop.effects.discord.settings`): `DISCORD_TOKEN`
 is required; without `TOOLLOOP_BASE_URL` the embedded demo model is served on
 loopback, so a bot token alone gives a working bot.
 """
@@ -14,7 +14,8 @@ import os
 import sys
 from collections.abc import Mapping
 
-from toolloop.effects.discord.bot import BotSettings, MissingSetting, ToolloopBot
+from toolloop.effects.discord.bot import ToolloopBot
+from toolloop.effects.discord.settings import BotSettings, MissingSetting
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry

@@ -10,13 +10,15 @@ from toolloop.effects.discord.adapter import (
     WebhookVoice,
     notice_embed,
 )
-from toolloop.effects.discord.bot import BotSettings, MissingSetting, ToolloopBot
+from toolloop.effects.discord.bot import ToolloopBot
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
+from toolloop.effects.discord.settings import BadSetting, BotSettings, MissingSetting
 from toolloop.effects.discord.split import Page, cut_page, paginate
 from toolloop.effects.discord.turns import TurnManager, TurnRequest
 
 __all__ = [
     "AnyioClock",
+    "BadSetting",
     "BotSettings",
     "BotVoice",
     "Clock",

@@ -10,30 +10,21 @@ model's context. `BotSettings.from_env` reads its configuration.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TypeVar
 
-import attrs
 import discord
 from discord import app_commands
 
 from toolloop.effects.discord.adapter import DiscordChannel, Persona, Voice, WebhookVoice
 from toolloop.effects.discord.rate import Clock, EditWindow
+from toolloop.effects.discord.settings import BotSettings
 from toolloop.effects.discord.turns import Place, TurnManager, TurnRequest, from_a_user
 from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import Provider, ToolRegistryPort
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.states import ContextItem, GenerationTurnResult, Sticker, TurnSettings
 from toolloop.states import Persona as TurnPersona
-from toolloop.states.errors import ToolloopError
 
 log = logging.getLogger("toolloop.discord")
-N = TypeVar("N", int, float)
-TOKEN = "DISCORD_TOKEN"
-BASE_URL, MODEL, API_KEY = "TOOLLOOP_BASE_URL", "TOOLLOOP_MODEL", "OPENAI_API_KEY"
-PERSONA, AVATAR = "TOOLLOOP_PERSONA_NAME", "TOOLLOOP_PERSONA_AVATAR_URL"
-STOP_PHRASE, THOUGHT_LOG = "TOOLLOOP_STOP_PHRASE", "TOOLLOOP_THOUGHT_LOG_CHANNEL"
-STALE = "TOOLLOOP_STALE_TURN_SECONDS"
 WEBHOOK_NAME = "toolloop"
 TRANSCRIPT = 40
 """How many recent messages of a channel the model sees."""
@@ -41,61 +32,6 @@ SYSTEM = (
     "You are {name}, a helpful assistant in a Discord channel. Use your tools when a "
     "question needs them; never guess a calculation or the time. Answer concisely."
 )
-
-
-class MissingSetting(ToolloopError, ValueError):
-    """A required environment variable is not set; the message names it."""
-
-
-@attrs.frozen(kw_only=True)
-class BotSettings:
-    """The bot's configuration (`from_env` reads it from the environment)."""
-
-    token: str
-    base_url: str | None = None
-    """An OpenAI-compatible endpoint; None serves the embedded demo model on loopback."""
-    model: str | None = None
-    api_key: str | None = None
-    persona: Persona | None = None
-    """Speak as this webhook identity; None speaks as the bot."""
-    stop_phrase: str | None = None
-    thought_log_channel: int | None = None
-    stale_turn_seconds: float = 600.0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> BotSettings:
-        """The settings in `env`; a missing token or a malformed number names its variable."""
-        token = env.get(TOKEN, "").strip()
-        if not token:
-            raise MissingSetting(
-                f"{TOKEN} is not set: put your bot's token there "
-                "(Discord Developer Portal > your application > Bot > Reset Token)"
-            )
-        name = env.get(PERSONA, "").strip()
-        return cls(
-            token=token,
-            base_url=env.get(BASE_URL) or None,
-            model=env.get(MODEL) or None,
-            api_key=env.get(API_KEY) or None,
-            persona=Persona(name=name, avatar_url=env.get(AVATAR) or None) if name else None,
-            stop_phrase=env.get(STOP_PHRASE) or None,
-            thought_log_channel=_number(env, THOUGHT_LOG, int),
-            stale_turn_seconds=_number(env, STALE, float) or 600.0,
-        )
-
-
-def _number(env: Mapping[str, str], name: str, kind: type[N]) -> N | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        value = kind(raw)
-    except ValueError:
-        expected = "a whole number" if kind is int else "a number"
-        raise ValueError(f"{name} must be {expected}, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be above 0, got {raw!r}")
-    return value
 
 
 class ToolloopBot(discord.Client):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from toolloop.effects.discord import BotSettings, MissingSetting, Persona
+from toolloop.effects.discord import BadSetting, BotSettings, MissingSetting, Persona
 from toolloop.tools.cli import main
 
 
@@ -48,17 +50,58 @@ class TestFromEnv:
             (
                 "TOOLLOOP_THOUGHT_LOG_CHANNEL",
                 "#thoughts",
-                "must be a whole number, got '#thoughts'",
+                "must be a whole number written with the digits 0-9, got '#thoughts'",
             ),
-            ("TOOLLOOP_STALE_TURN_SECONDS", "-5", "must be above 0, got '-5'"),
+            (
+                "TOOLLOOP_THOUGHT_LOG_CHANNEL",
+                "0",
+                "must be from 1 to 18446744073709551615, got '0'",
+            ),
+            (
+                "TOOLLOOP_THOUGHT_LOG_CHANNEL",
+                "18446744073709551616",
+                "must be from 1 to 18446744073709551615, got '18446744073709551616'",
+            ),
+            ("TOOLLOOP_STALE_TURN_SECONDS", "0.5", "must be from 1 to 86400, got '0.5'"),
+            ("TOOLLOOP_STALE_TURN_SECONDS", "86401", "must be from 1 to 86400, got '86401'"),
         ],
     )
-    def test_a_malformed_number_names_its_variable(
+    def test_a_number_out_of_range_names_its_variable(
         self, name: str, value: str, message: str
     ) -> None:
-        """Not a number, or not above zero: a ValueError naming the variable and the value."""
-        with pytest.raises(ValueError, match=f"^{name} {message}$"):
+        """Not a number, or outside its range: an error naming the variable and the value."""
+        with pytest.raises(BadSetting, match=f"^{re.escape(name + ' ' + message)}$"):
             BotSettings.from_env({"DISCORD_TOKEN": "abc", name: value})
+
+    @pytest.mark.parametrize(
+        "value",
+        ["nan", "inf", "-inf", "1e309", "1e-320", "-5", "1_000", "٩٠", "９０", "\u200390", "9\n0"],
+    )
+    @pytest.mark.parametrize(
+        ("name", "expected"),
+        [
+            ("TOOLLOOP_STALE_TURN_SECONDS", "a number written with the digits 0-9 and at most "),
+            ("TOOLLOOP_THOUGHT_LOG_CHANNEL", "a whole number written with the digits 0-9, got "),
+        ],
+    )
+    def test_what_python_reads_as_a_number_is_refused_by_name(
+        self, name: str, expected: str, value: str
+    ) -> None:
+        """Issue 20: `float` and `int` take nan, inf, 1e309 (inf), 1e-320 (a subnormal),
+        underscores and other scripts' digits; the settings take ASCII decimals only, and
+        the error quotes the value as a Python literal (a newline cannot forge a log line)."""
+        with pytest.raises(BadSetting) as raised:
+            BotSettings.from_env({"DISCORD_TOKEN": "abc", name: value})
+        message = str(raised.value)
+        assert message.startswith(f"{name} must be {expected}")
+        assert message.endswith(f"got {value!r}") and "\n" not in message
+
+    def test_ascii_blanks_around_a_number_are_trimmed(self) -> None:
+        """Spaces and a trailing newline from a shell or a file are not part of the value."""
+        settings = BotSettings.from_env(
+            {"DISCORD_TOKEN": "abc", "TOOLLOOP_STALE_TURN_SECONDS": " 2.5 "}
+        )
+        assert settings.stale_turn_seconds == 2.5
 
 
 def test_toolloop_discord_without_a_token_exits_2_naming_the_variable(
@@ -75,13 +118,15 @@ def test_toolloop_discord_without_a_token_exits_2_naming_the_variable(
     )
 
 
+@pytest.mark.parametrize("value", ["ten", "nan"])
 def test_toolloop_discord_with_a_bad_number_exits_2_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
     """A malformed stale timeout is one line naming the variable and the value."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
-    monkeypatch.setenv("TOOLLOOP_STALE_TURN_SECONDS", "ten")
+    monkeypatch.setenv("TOOLLOOP_STALE_TURN_SECONDS", value)
     assert main(["discord"]) == 2
     assert capsys.readouterr().err == (
-        "toolloop discord: bad setting: TOOLLOOP_STALE_TURN_SECONDS must be a number, got 'ten'\n"
+        "toolloop discord: bad setting: TOOLLOOP_STALE_TURN_SECONDS must be a number written "
+        f"with the digits 0-9 and at most one decimal point, got '{value}'\n"
     )

@@ -8,6 +8,7 @@ from toolloop.effects.discord.adapter import (
     Persona,
     Voice,
     WebhookVoice,
+    no_pings,
     notice_embed,
 )
 from toolloop.effects.discord.bot import ToolloopBot
@@ -34,6 +35,7 @@ __all__ = [
     "Voice",
     "WebhookVoice",
     "cut_page",
+    "no_pings",
     "notice_embed",
     "paginate",
 ]

@@ -12,6 +12,8 @@ outgrows 2000 characters is cut on a paragraph, line, sentence or word
 the stream's next `send_text`. `stop` (a kill, a shutdown) ends every editor at
 once.
 
+Every message and edit carries the channel's mention policy (`no_pings()` by
+default), so the model's text never pings `@everyone`, a role or a user.
 Notices are embeds coloured by level; the persona's webhook speaks the
 persona's text and notices when one is configured. Hidden notices go to the
 thought-log channel, or nowhere. Ids are discord.py's ints; the port's ids are
@@ -71,6 +73,7 @@ class Voice(Protocol):
         content: str | None = None,
         embed: discord.Embed | None = None,
         reply_to: int | None,
+        mentions: discord.AllowedMentions,
     ) -> discord.Message: ...
 
 
@@ -86,13 +89,19 @@ class BotVoice:
         content: str | None = None,
         embed: discord.Embed | None = None,
         reply_to: int | None,
+        mentions: discord.AllowedMentions,
     ) -> discord.Message:
         reference = None
         if reply_to is not None:
             reference = discord.MessageReference(
                 message_id=reply_to, channel_id=self.channel.id, fail_if_not_exists=False
             )
-        return await self.channel.send(content=content, embed=embed, reference=reference)  # type: ignore[arg-type]
+        return await self.channel.send(
+            content=content,
+            embed=embed,  # type: ignore[arg-type]
+            reference=reference,  # type: ignore[arg-type]
+            allowed_mentions=mentions,
+        )
 
 
 @attrs.frozen
@@ -109,8 +118,13 @@ class WebhookVoice:
         content: str | None = None,
         embed: discord.Embed | None = None,
         reply_to: int | None,
+        mentions: discord.AllowedMentions,
     ) -> discord.Message:
-        options: dict[str, Any] = {"username": self.persona.name, "wait": True}
+        options: dict[str, Any] = {
+            "username": self.persona.name,
+            "wait": True,
+            "allowed_mentions": mentions,
+        }
         if self.persona.avatar_url is not None:
             options["avatar_url"] = self.persona.avatar_url
         if self.thread is not None:
@@ -121,6 +135,14 @@ class WebhookVoice:
             options["embed"] = embed
         message: discord.Message = await self.webhook.send(**options)
         return message
+
+
+def no_pings(*, replied_user: bool = True) -> discord.AllowedMentions:
+    """The host's default mention policy: the model's `@everyone`, `@here`, `<@user>` and
+    `<@&role>` ping no one; a reply pings its author only with `replied_user`."""
+    return discord.AllowedMentions(
+        everyone=False, users=False, roles=False, replied_user=replied_user
+    )
 
 
 def notice_embed(notice: Notice) -> discord.Embed:
@@ -143,8 +165,11 @@ class DiscordChannel:
         persona: Voice | None = None,
         thought_log: discord.abc.Messageable | None = None,
         clock: Clock | None = None,
+        mentions: discord.AllowedMentions | None = None,
     ) -> None:
+        """`mentions` is sent with every message and edit (default `no_pings()`)."""
         self.channel_id = channel.id
+        self.mentions = no_pings() if mentions is None else mentions
         self.bot = BotVoice(channel)
         self.persona = persona
         self.thought_log = thought_log
@@ -202,7 +227,7 @@ class DiscordChannel:
     async def send_notice(self, notice: Notice) -> None:
         voice = self.persona if notice.identity is not None and self.persona else self.bot
         try:
-            await voice.send(embed=notice_embed(notice), reply_to=None)
+            await voice.send(embed=notice_embed(notice), reply_to=None, mentions=self.mentions)
         except discord.HTTPException as error:
             raise self.refused(error, f"{notice.key} notice") from error
 
@@ -210,7 +235,7 @@ class DiscordChannel:
         if self.thought_log is None:
             return
         try:
-            await self.thought_log.send(embed=notice_embed(notice))
+            await self.thought_log.send(embed=notice_embed(notice), allowed_mentions=self.mentions)
         except discord.HTTPException as error:
             raise self.refused(error, f"{notice.key} thought") from error
 
@@ -236,7 +261,8 @@ class DiscordChannel:
         """A stream's next message; the turn's first one replies to the stream's target."""
         reply_to = None if self._replied or stream.reply_to is None else int(stream.reply_to)
         self._replied = True
-        message = await (self.persona or self.bot).send(content=content, reply_to=reply_to)
+        voice = self.persona or self.bot
+        message = await voice.send(content=content, reply_to=reply_to, mentions=self.mentions)
         self.messages.append(message)
         return message
 
@@ -348,7 +374,7 @@ class _Writer:
                 message = await self.channel.new_message(content, self.span)
                 self.messages.append(message)
                 return message
-            return await message.edit(content=content)
+            return await message.edit(content=content, allowed_mentions=self.channel.mentions)
         except discord.HTTPException as error:
             self.failure = self.channel.refused(error, "message")
             raise self.failure from error

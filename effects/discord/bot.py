@@ -14,7 +14,13 @@ import logging
 import discord
 from discord import app_commands
 
-from toolloop.effects.discord.adapter import DiscordChannel, Persona, Voice, WebhookVoice
+from toolloop.effects.discord.adapter import (
+    DiscordChannel,
+    Persona,
+    Voice,
+    WebhookVoice,
+    no_pings,
+)
 from toolloop.effects.discord.rate import Clock, EditWindow
 from toolloop.effects.discord.settings import BotSettings
 from toolloop.effects.discord.turns import Place, TurnManager, TurnRequest, from_a_user
@@ -46,12 +52,21 @@ class ToolloopBot(discord.Client):
         clock: Clock | None = None,
         intents: discord.Intents | None = None,
         on_event: HostObserver | None = None,
+        mentions: discord.AllowedMentions | None = None,
     ) -> None:
-        """`on_event` sees every turn's host events (streams, tools, notices), e.g. to log them."""
+        """`on_event` sees every turn's host events (streams, tools, notices), e.g. to log them.
+
+        `mentions` is the mention policy of everything the bot sends; by default
+        (`no_pings`) the model's text pings no one but, with the setting
+        `ping_replied_user`, the author of the message a reply answers.
+        """
         if intents is None:
             intents = discord.Intents.default()
             intents.message_content = True
-        super().__init__(intents=intents)
+        if mentions is None:
+            mentions = no_pings(replied_user=settings.ping_replied_user)
+        super().__init__(intents=intents, allowed_mentions=mentions)
+        self.mentions = mentions
         self.settings, self.provider, self.registry = settings, provider, registry
         self.clock, self.on_event = clock, on_event
         self.tree = app_commands.CommandTree(self)
@@ -86,7 +101,9 @@ class ToolloopBot(discord.Client):
 
     async def _kill_command(self, interaction: discord.Interaction) -> None:
         reply = self.kill_reply(interaction.channel_id or 0)
-        await interaction.response.send_message(reply, ephemeral=True)
+        await interaction.response.send_message(
+            reply, ephemeral=True, allowed_mentions=self.mentions
+        )
 
     async def close(self) -> None:
         """Stop the running turns (as `/kill` does) and their messages' editors, then disconnect."""
@@ -107,6 +124,7 @@ class ToolloopBot(discord.Client):
             persona=await self.persona_voice(place),
             thought_log=thought_log,
             clock=self.clock,
+            mentions=self.mentions,
         )
 
     async def persona_voice(self, place: Place) -> Voice | None:

@@ -21,6 +21,10 @@ BASE_URL, MODEL, API_KEY = "TOOLLOOP_BASE_URL", "TOOLLOOP_MODEL", "OPENAI_API_KE
 PERSONA, AVATAR = "TOOLLOOP_PERSONA_NAME", "TOOLLOOP_PERSONA_AVATAR_URL"
 STOP_PHRASE, THOUGHT_LOG = "TOOLLOOP_STOP_PHRASE", "TOOLLOOP_THOUGHT_LOG_CHANNEL"
 STALE = "TOOLLOOP_STALE_TURN_SECONDS"
+PING_REPLIED = "TOOLLOOP_PING_REPLIED_USER"
+SWITCH = {"true": True, "yes": True, "on": True, "1": True}
+SWITCH |= {"false": False, "no": False, "off": False, "0": False}
+"""The words a yes/no setting takes (any case)."""
 STALE_RANGE = (1, 86_400)
 """A stale-turn timeout from a second to a day."""
 SNOWFLAKE_MAX = 2**64 - 1
@@ -53,6 +57,8 @@ class BotSettings:
     stop_phrase: str | None = None
     thought_log_channel: int | None = None
     stale_turn_seconds: float = 600.0
+    ping_replied_user: bool = True
+    """A reply pings the author of the message it answers (nothing else ever pings)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> BotSettings:
@@ -74,7 +80,19 @@ class BotSettings:
             stop_phrase=env.get(STOP_PHRASE) or None,
             thought_log_channel=_whole(env, THOUGHT_LOG, 1, SNOWFLAKE_MAX),
             stale_turn_seconds=600.0 if stale is None else stale,
+            ping_replied_user=_switch(env, PING_REPLIED, default=True),
         )
+
+
+def _switch(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    """`name`'s yes or no (`SWITCH`), `default` when unset or blank."""
+    raw = env.get(name, "")
+    text = raw.strip(BLANK).lower()
+    if not text:
+        return default
+    if text not in SWITCH:
+        raise BadSetting(f"{name} must be true or false, got {raw!r}")
+    return SWITCH[text]
 
 
 def _whole(env: Mapping[str, str], name: str, low: int, high: int) -> int | None:

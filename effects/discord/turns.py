@@ -176,7 +176,10 @@ async def send_sticker(place: Place, result: GenerationTurnResult) -> None:
     guild = place.guild if isinstance(place, discord.TextChannel | discord.Thread) else None
     sticker = discord.utils.get(guild.stickers, id=sticker_id) if guild is not None else None
     try:
-        await place.send(stickers=[sticker or discord.Object(id=sticker_id)])  # type: ignore[list-item]
+        await place.send(
+            stickers=[sticker or discord.Object(id=sticker_id)],  # type: ignore[list-item]
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
     except discord.HTTPException as error:
         status = error.status
         log.warning(

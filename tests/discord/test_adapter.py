@@ -431,12 +431,19 @@ class TestWebhookIdentity:
         requests, ids, bot_messages = run(main)
         executed = [r.body for r in requests if r.method == "POST"]
         assert executed == [
-            {"content": "Hello", "username": "Tomo", "avatar_url": AVATAR, "tts": False},
+            {
+                "content": "Hello",
+                "username": "Tomo",
+                "avatar_url": AVATAR,
+                "tts": False,
+                "allowed_mentions": {"parse": [], "replied_user": True},
+            },
             {
                 "embeds": [notice_embed(notice("warning", identity="Tomo")).to_dict()],
                 "username": "Tomo",
                 "avatar_url": AVATAR,
                 "tts": False,
+                "allowed_mentions": {"parse": [], "replied_user": True},
             },
         ]
         edits = [(r.message_id, r.body["content"]) for r in requests if r.method == "PATCH"]

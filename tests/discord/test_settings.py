@@ -26,6 +26,7 @@ class TestFromEnv:
                 "TOOLLOOP_STOP_PHRASE": "stop",
                 "TOOLLOOP_THOUGHT_LOG_CHANNEL": "123456789012345678",
                 "TOOLLOOP_STALE_TURN_SECONDS": "90",
+                "TOOLLOOP_PING_REPLIED_USER": " Off ",
             }
         )
         assert settings == BotSettings(
@@ -37,6 +38,7 @@ class TestFromEnv:
             stop_phrase="stop",
             thought_log_channel=123456789012345678,
             stale_turn_seconds=90.0,
+            ping_replied_user=False,
         )
 
     def test_a_blank_token_is_missing(self) -> None:
@@ -95,6 +97,13 @@ class TestFromEnv:
         message = str(raised.value)
         assert message.startswith(f"{name} must be {expected}")
         assert message.endswith(f"got {value!r}") and "\n" not in message
+
+    def test_a_switch_is_true_or_false_by_name(self) -> None:
+        """A yes/no setting takes true/false, yes/no, on/off, 1/0; anything else is named."""
+        with pytest.raises(
+            BadSetting, match=r"^TOOLLOOP_PING_REPLIED_USER must be true or false, got 'maybe'$"
+        ):
+            BotSettings.from_env({"DISCORD_TOKEN": "abc", "TOOLLOOP_PING_REPLIED_USER": "maybe"})
 
     def test_ascii_blanks_around_a_number_are_trimmed(self) -> None:
         """Spaces and a trailing newline from a shell or a file are not part of the value."""

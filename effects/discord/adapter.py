@@ -32,7 +32,7 @@ import discord
 from anyio.abc import TaskGroup
 
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
-from toolloop.effects.discord.split import Fence, Page, cut_page, last_page
+from toolloop.effects.discord.split import LIMIT, Fence, Page, cut_page, last_page
 from toolloop.effects.ports import Notice, StreamSpan
 from toolloop.states.errors import ToolloopError
 
@@ -182,6 +182,9 @@ class DiscordChannel:
         self._replied = False
         self._group: TaskGroup | None = None
         self._stopped = False
+        self._exited = False
+        self.cut_short = False
+        """`stop` came while text was still to be shown: the reply is cut short."""
 
     async def __aenter__(self) -> Self:
         self._group = anyio.create_task_group()
@@ -192,12 +195,16 @@ class DiscordChannel:
         assert self._group is not None
         for writer in self._writers:  # a turn cancelled outside a stream leaves none open
             writer.close()
-        return await self._group.__aexit__(*exc_info)
+        try:
+            return await self._group.__aexit__(*exc_info)
+        finally:
+            self._exited = True
 
     def stop(self) -> None:
         """Stop every stream's editor at once (a kill, a shutdown): no further request is made,
         and leaving the block no longer waits for the last text."""
         self._stopped = True
+        self.cut_short = self.cut_short or any(not w.caught_up() for w in self._writers)
         for writer in self._writers:
             writer.stop()
 
@@ -226,6 +233,7 @@ class DiscordChannel:
 
     async def send_notice(self, notice: Notice) -> None:
         voice = self.persona if notice.identity is not None and self.persona else self.bot
+        await self.request_slot(spread=False)
         try:
             await voice.send(embed=notice_embed(notice), reply_to=None, mentions=self.mentions)
         except discord.HTTPException as error:
@@ -239,6 +247,20 @@ class DiscordChannel:
         except discord.HTTPException as error:
             raise self.refused(error, f"{notice.key} thought") from error
 
+    async def mark_cut(self, marker: str) -> None:
+        """End the turn's last message with `marker` (a reply cut short), after the `async
+        with` block: one edit, showing the text the message had or was about to have, a
+        refusal logged."""
+        if not self._exited:
+            raise RuntimeError("mark_cut is for after the turn's `async with DiscordChannel`")
+        last = next((w for w in reversed(self._writers) if w.messages), None)
+        if last is None:
+            return
+        try:
+            await last.mark(marker)
+        except discord.HTTPException as error:
+            self.refused(error, "cut marker")
+
     def delivered_message_ids(self) -> Sequence[str]:
         return tuple(str(message.id) for message in self.messages)
 
@@ -248,6 +270,8 @@ class DiscordChannel:
         for writer in self._writers:
             if any(message.id in doomed for message in writer.messages):
                 await writer.abandon()
+        for writer in self._writers:
+            writer.forget(doomed)
         for message in [m for m in self.messages if m.id in doomed]:
             try:
                 await message.delete()
@@ -314,7 +338,7 @@ class _Writer:
         self.tail += text
         if not self.messages and not self._scope.cancel_called:
             async with self._turn:
-                while not self.messages and not self._caught_up():
+                while not self.messages and not self.caught_up():
                     await self._step(spread=False)
         self._wake.set()
 
@@ -331,21 +355,44 @@ class _Writer:
         self.stop()
         await self._done.wait()
 
+    def forget(self, ids: set[int]) -> None:
+        """The messages `ids` are being deleted: they are no longer the stream's."""
+        self.messages = [m for m in self.messages if m.id not in ids]
+        if self.message is not None and self.message.id in ids:
+            self.message = None
+
+    async def mark(self, marker: str) -> None:
+        """Edit the stream's last message to end with `marker` in Discord's small print.
+
+        The current page's latest text is kept when it fits on the page; otherwise
+        the message keeps what it showed. Called once the editor has stopped.
+        """
+        message = self.message or self.messages[-1]
+        shown = message.content or ""
+        if message is self.message and cut_page(self.tail, fence=self.fence) is None:
+            shown = self._page().content
+        suffix = f"\n-# {marker}"
+        if len(shown) + len(suffix) > LIMIT:
+            shown = shown[: LIMIT - len(suffix) - 1] + "…"
+        await self.channel.request_slot(spread=False)
+        await message.edit(content=shown + suffix, allowed_mentions=self.channel.mentions)
+
     async def edit_until_closed(self) -> None:
         """The editor: on each wake, catch the messages up; end once closed and caught up."""
         with self._scope:
             try:
-                while self.failure is None and not (self.closed and self._caught_up()):
+                while self.failure is None and not (self.closed and self.caught_up()):
                     await self._wake.wait()
                     self._wake = anyio.Event()
                     async with self._turn:
-                        while self.failure is None and not self._caught_up():
+                        while self.failure is None and not self.caught_up():
                             await self._step()
             except DeliveryError as failure:
                 self.failure = failure
         self._done.set()
 
-    def _caught_up(self) -> bool:
+    def caught_up(self) -> bool:
+        """The messages show all the stream's text."""
         return cut_page(self.tail, fence=self.fence) is None and self._page().content == self.shown
 
     def _page(self) -> Page:

@@ -75,6 +75,7 @@ class ToolloopBot(discord.Client):
             self.open_channel,
             stop_phrase=settings.stop_phrase,
             stale_after=settings.stale_turn_seconds,
+            locale=settings.locale,
         )
         self.transcripts: dict[int, list[ContextItem]] = {}
         """Each channel's recent messages, oldest first (cut to `TRANSCRIPT` after each turn)."""
@@ -167,6 +168,7 @@ class ToolloopBot(discord.Client):
         guild = trigger.guild
         result = await run_generation_turn(
             turn=TurnSettings(
+                locale=self.settings.locale,
                 persona=TurnPersona(name=name),
                 context=(
                     ContextItem(kind="system", content=SYSTEM.format(name=name)),

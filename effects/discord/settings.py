@@ -22,6 +22,8 @@ PERSONA, AVATAR = "TOOLLOOP_PERSONA_NAME", "TOOLLOOP_PERSONA_AVATAR_URL"
 STOP_PHRASE, THOUGHT_LOG = "TOOLLOOP_STOP_PHRASE", "TOOLLOOP_THOUGHT_LOG_CHANNEL"
 STALE = "TOOLLOOP_STALE_TURN_SECONDS"
 PING_REPLIED = "TOOLLOOP_PING_REPLIED_USER"
+LOCALE = "TOOLLOOP_LOCALE"
+LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*")
 SWITCH = {"true": True, "yes": True, "on": True, "1": True}
 SWITCH |= {"false": False, "no": False, "off": False, "0": False}
 """The words a yes/no setting takes (any case)."""
@@ -59,6 +61,8 @@ class BotSettings:
     stale_turn_seconds: float = 600.0
     ping_replied_user: bool = True
     """A reply pings the author of the message it answers (nothing else ever pings)."""
+    locale: str = "en"
+    """The language of the loop's notices, failure notices and cut markers."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> BotSettings:
@@ -81,7 +85,18 @@ class BotSettings:
             thought_log_channel=_whole(env, THOUGHT_LOG, 1, SNOWFLAKE_MAX),
             stale_turn_seconds=600.0 if stale is None else stale,
             ping_replied_user=_switch(env, PING_REPLIED, default=True),
+            locale=_locale(env),
         )
+
+
+def _locale(env: Mapping[str, str]) -> str:
+    raw = env.get(LOCALE, "")
+    text = raw.strip(BLANK)
+    if not text:
+        return "en"
+    if not LANGUAGE_TAG.fullmatch(text):
+        raise BadSetting(f"{LOCALE} must be a language tag such as en, de or ja, got {raw!r}")
+    return text
 
 
 def _switch(env: Mapping[str, str], name: str, *, default: bool) -> bool:

@@ -15,6 +15,7 @@ channel; `close()` stops them all first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -22,12 +23,15 @@ import anyio
 import attrs
 import discord
 
-from toolloop.effects.discord.adapter import DiscordChannel
+from toolloop.effects.discord.adapter import DeliveryError, DiscordChannel
+from toolloop.effects.discord.failures import cut_marker, failure_notice
 from toolloop.effects.in_memory import MemoryTurnControl
-from toolloop.states import GenerationTurnResult, TurnStatus
+from toolloop.states import GenerationTurnResult, StreamError, TurnStatus
 
 log = logging.getLogger("toolloop.discord")
 Place = discord.TextChannel | discord.Thread | discord.DMChannel
+MARK_GRACE = 10.0
+"""Seconds the cut marker's one edit may take (a rate-limit slot and Discord's answer)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -71,8 +75,11 @@ class TurnManager:
         *,
         stop_phrase: str | None = None,
         stale_after: float = 600.0,
+        locale: str = "en",
     ) -> None:
+        """`locale` is the language of the failure notices and cut markers (`failures`)."""
         self._respond, self._open = respond, open_channel
+        self._locale = locale
         self._stop_phrase = stop_phrase.strip().casefold() if stop_phrase else None
         self._stale_after = stale_after
         self._lanes: dict[int, _Lane] = {}
@@ -151,21 +158,67 @@ class TurnManager:
         control: MemoryTurnControl,
     ) -> None:
         """One turn; the stale timeout covers the channel's opening and its exit too (the
-        editors sending the last text), so nothing holds a channel longer."""
-        result: GenerationTurnResult | None = None
-        with anyio.move_on_after(self._stale_after) as scope:
-            async with await self._open(place) as channel:
-                lane.channel = channel
-                if control.killed.is_set():  # killed while the channel was being opened
-                    channel.stop()
-                result = await self._respond(
-                    TurnRequest(messages=batch, channel=channel, control=control)
+        editors sending the last text), so nothing holds a channel longer. A failure is
+        shown and logged, and a reply cut short is marked."""
+        opened: DiscordChannel | None = None
+        ended: TurnStatus | None = TurnStatus.ERROR
+        """What cut the reply short: the turn's status, None for the stale timeout."""
+        try:
+            with anyio.move_on_after(self._stale_after) as scope:
+                async with await self._open(place) as opened:
+                    lane.channel = opened
+                    if control.killed.is_set():  # killed while the channel was being opened
+                        opened.stop()
+                    result = await self._answer(opened, place, batch, control)
+                    ended = result.status
+            if scope.cancelled_caught:
+                ended = None
+                stale = self._stale_after
+                log.warning(
+                    "the turn in channel %s outlived %s s and was cancelled", place.id, stale
                 )
-        if scope.cancelled_caught:
-            stale = self._stale_after
-            log.warning("the turn in channel %s outlived %s s and was cancelled", place.id, stale)
-        elif result is not None and result.status is TurnStatus.COMPLETED:
-            await send_sticker(place, result)
+            elif result.status is TurnStatus.COMPLETED:
+                await send_sticker(place, result)
+        finally:
+            marker = cut_marker(ended, self._locale)
+            if marker is None and opened is not None and opened.cut_short:  # stopped unshown
+                marker = cut_marker(TurnStatus.STOPPED_BY_USER, self._locale)
+            if opened is not None and marker is not None:
+                with anyio.move_on_after(MARK_GRACE):
+                    await opened.mark_cut(marker)
+
+    async def _answer(
+        self,
+        channel: DiscordChannel,
+        place: Place,
+        batch: tuple[discord.Message, ...],
+        control: MemoryTurnControl,
+    ) -> GenerationTurnResult:
+        """The turn's result; one that failed (or raised) shows an error notice first."""
+        try:
+            result = await self._respond(
+                TurnRequest(messages=batch, channel=channel, control=control)
+            )
+        except Exception:
+            await self._show_failure(channel, None)
+            raise
+        if result.status in (TurnStatus.ERROR, TurnStatus.TIMEOUT):
+            last = result.stream_results[-1].data if result.stream_results else None
+            error = last if isinstance(last, StreamError) else None
+            log.warning(
+                "the turn in channel %s ended %s: %s",
+                place.id,
+                result.status.value,
+                "no stream error" if error is None else f"{error.type}: {error.message}",
+            )
+            await self._show_failure(channel, error)
+        return result
+
+    async def _show_failure(self, channel: DiscordChannel, error: StreamError | None) -> None:
+        notice = failure_notice(error, self._locale)
+        if notice is not None:
+            with contextlib.suppress(DeliveryError):  # logged by the channel
+                await channel.send_notice(notice)
 
 
 async def send_sticker(place: Place, result: GenerationTurnResult) -> None:

@@ -161,7 +161,7 @@ class TestStops:
 
         bot, provider, texts = self.run_killed(kill, silent("Thinking", started=point), point)
         assert replies == ["Stopped."]
-        assert texts == ["go", "Thinking", "again", "Fresh start."]
+        assert texts == ["go", "Thinking\n-# stopped", "again", "Fresh start."]
         assert len(provider.cancelled_at) == 1
         assert bot.statuses() == [StreamStatus.STOPPED_BY_USER, StreamStatus.COMPLETED]
 
@@ -176,7 +176,7 @@ class TestStops:
             kill, calling("search", text="Searching."), started, search_tool(started, gate, log)
         )
         assert log == ["cancelled"]
-        assert texts == ["go", "Searching.", "again", "Fresh start."]
+        assert texts == ["go", "Searching.\n-# stopped", "again", "Fresh start."]
         assert len(provider.requests) == 2  # the killed turn's one call, then the next turn's
 
     def test_the_stop_phrase_is_a_genuine_stop(self) -> None:
@@ -189,7 +189,7 @@ class TestStops:
         bot, _, texts = self.run_killed(
             say_stop, silent("Thinking", started=point), point, stop_phrase="stop please"
         )
-        assert texts == ["go", "Thinking", "  STOP please ", "again", "Fresh start."]
+        assert texts == ["go", "Thinking\n-# stopped", "  STOP please ", "again", "Fresh start."]
         assert bot.statuses() == [StreamStatus.STOPPED_BY_USER, StreamStatus.COMPLETED]
 
     def test_kill_with_no_turn_says_so(self) -> None:
@@ -223,7 +223,7 @@ class TestStops:
 
         with caplog.at_level(logging.WARNING, logger="toolloop.discord"):
             texts, place = run(main)
-        assert texts == ["go", "Thinking", "again", "Back."]
+        assert texts == ["go", "Thinking\n-# cut off: this reply took too long", "again", "Back."]
         ours = [r.getMessage() for r in caplog.records if r.name == "toolloop.discord"]
         assert ours == [f"the turn in channel {place} outlived 0.2 s and was cancelled"]
 
@@ -240,29 +240,31 @@ class TestLongReplies:
     REPLY = "A long answer, line after line.\n" * 2000
 
     def test_kill_stops_the_writer_of_a_long_reply(self) -> None:
-        """`/kill` after the model finished: no request follows, and the channel answers again."""
+        """`/kill` after the model finished: one edit marks the page shown as stopped, no
+        page follows, and the channel answers again."""
         clock = VirtualClock()
         bot = Bot(ScriptProvider(completed(self.REPLY), completed("Next.")), clock=clock)
 
-        async def main() -> tuple[str, int, int, list[str]]:
+        async def main() -> tuple[str, list[tuple[str, str]], list[str]]:
             await configured(bot.client)
             requests = Requests(clock)
             await dpytest.message("go", channel=0)
             while not bot.statuses():  # the model's stream ended; the editor is behind
                 await anyio.sleep(0.01)
-            reply, before = bot.client.kill_reply(channel(0).id), len(requests.log)
+            reply = bot.client.kill_reply(channel(0).id)
             with anyio.fail_after(5):
                 await bot.idle()
-            after = len(requests.log)
+            sent = [(kind, text) for _, kind, text in requests.log]
             clock.advance(5.0)  # the next turn may take a slot
             await dpytest.message("again", channel=0)
             await bot.idle()
-            return reply, before, after, contents(channel(0))
+            return reply, sent, contents(channel(0))
 
-        reply, before, after, texts = run(main)
+        reply, sent, texts = run(main)
         assert reply == "Stopped."
-        assert before == after == 1  # the reply's first page, and nothing after the kill
-        assert texts[0] == "go" and texts[-2:] == ["again", "Next."]
+        (first, page), (edit, marked) = sent  # the reply's first page, then its marker only
+        assert (first, edit, marked) == ("send", "edit", page + "\n-# stopped")
+        assert texts == ["go", marked, "again", "Next."]
 
     def test_closing_the_bot_stops_the_writer_of_a_long_reply(self) -> None:
         """`close()` stops the running turn and its editors, then disconnects."""

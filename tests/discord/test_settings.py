@@ -27,6 +27,7 @@ class TestFromEnv:
                 "TOOLLOOP_THOUGHT_LOG_CHANNEL": "123456789012345678",
                 "TOOLLOOP_STALE_TURN_SECONDS": "90",
                 "TOOLLOOP_PING_REPLIED_USER": " Off ",
+                "TOOLLOOP_LOCALE": "de",
             }
         )
         assert settings == BotSettings(
@@ -39,6 +40,7 @@ class TestFromEnv:
             thought_log_channel=123456789012345678,
             stale_turn_seconds=90.0,
             ping_replied_user=False,
+            locale="de",
         )
 
     def test_a_blank_token_is_missing(self) -> None:
@@ -104,6 +106,14 @@ class TestFromEnv:
             BadSetting, match=r"^TOOLLOOP_PING_REPLIED_USER must be true or false, got 'maybe'$"
         ):
             BotSettings.from_env({"DISCORD_TOKEN": "abc", "TOOLLOOP_PING_REPLIED_USER": "maybe"})
+
+    def test_a_locale_is_a_language_tag_by_name(self) -> None:
+        """Something that is not a language tag is refused, naming the variable."""
+        with pytest.raises(
+            BadSetting,
+            match=r"^TOOLLOOP_LOCALE must be a language tag such as en, de or ja, got '../x'$",
+        ):
+            BotSettings.from_env({"DISCORD_TOKEN": "abc", "TOOLLOOP_LOCALE": "../x"})
 
     def test_ascii_blanks_around_a_number_are_trimmed(self) -> None:
         """Spaces and a trailing newline from a shell or a file are not part of the value."""

@@ -37,6 +37,10 @@ from toolloop.effects.ports import Notice, StreamSpan
 from toolloop.states.errors import ToolloopError
 
 log = logging.getLogger("toolloop.discord")
+UNKNOWN_MESSAGE = 10008
+"""Discord's JSON error code for a message that no longer exists (someone deleted it)."""
+RETRIES = 3
+"""Transient refusals (429 after discord.py's own retries, 5xx) in a row before giving up."""
 COLOURS = {
     "info": discord.Colour.blue(),
     "warning": discord.Colour.orange(),
@@ -270,14 +274,36 @@ class DiscordChannel:
         for writer in self._writers:
             if any(message.id in doomed for message in writer.messages):
                 await writer.abandon()
-        for writer in self._writers:
-            writer.forget(doomed)
-        for message in [m for m in self.messages if m.id in doomed]:
+        deleting = [m for m in self.messages if m.id in doomed]
+        self.forget(doomed)
+        for message in deleting:
             try:
                 await message.delete()
             except discord.HTTPException as error:
                 self.refused(error, "deletion")
-            self.messages.remove(message)
+
+    # -- what the turn said ----------------------------------------------------------------
+
+    async def settle(self) -> None:
+        """Wait until every stream's editor has ended: its last text confirmed by Discord,
+        refused, or stopped. Then `delivered_texts` is what Discord holds."""
+        for writer in self._writers:
+            await writer.settled()
+
+    def delivered_texts(self) -> list[str]:
+        """Each stream's text that Discord holds (confirmed sends and edits), in order;
+        streams that showed nothing are left out."""
+        return [w.delivered for w in self._writers if w.delivered.strip()]
+
+    def failure(self) -> DeliveryError | None:
+        """The first refusal that ended a stream's messages, if any."""
+        return next((w.failure for w in self._writers if w.failure is not None), None)
+
+    def forget(self, ids: set[int]) -> None:
+        """The messages `ids` are gone (deleted, by us or by someone): no stream holds them."""
+        self.messages = [m for m in self.messages if m.id not in ids]
+        for writer in self._writers:
+            writer.forget(ids)
 
     # -- what the writers share ------------------------------------------------------------
 
@@ -323,8 +349,14 @@ class _Writer:
         """What the current message shows."""
         self.message: discord.Message | None = None
         self.messages: list[discord.Message] = []
+        self.done_text = ""
+        """The stream's text on its finished pages, as Discord confirmed them."""
+        self.shown_body = ""
+        """The part of `tail` the current message shows, as Discord confirmed it."""
         self.failure: DeliveryError | None = None
         self.closed = False
+        self._refusals = 0
+        """Transient refusals in a row."""
         self._wake = anyio.Event()
         self._scope = anyio.CancelScope()
         self._done = anyio.Event()
@@ -356,21 +388,30 @@ class _Writer:
         await self._done.wait()
 
     def forget(self, ids: set[int]) -> None:
-        """The messages `ids` are being deleted: they are no longer the stream's."""
+        """The messages `ids` are deleted: the stream's text shown there is shown no more."""
         self.messages = [m for m in self.messages if m.id not in ids]
         if self.message is not None and self.message.id in ids:
-            self.message = None
+            self.message, self.shown, self.shown_body = None, "", ""
+        if not self.messages:
+            self.done_text = ""
+
+    @property
+    def delivered(self) -> str:
+        """The stream's text that Discord holds."""
+        return self.done_text + self.shown_body
+
+    async def settled(self) -> None:
+        """Return once the editor has ended: caught up, failed or stopped."""
+        await self._done.wait()
 
     async def mark(self, marker: str) -> None:
         """Edit the stream's last message to end with `marker` in Discord's small print.
 
-        The current page's latest text is kept when it fits on the page; otherwise
-        the message keeps what it showed. Called once the editor has stopped.
+        The message keeps the text Discord confirmed it shows (what the turn said);
+        text it had not shown yet stays unshown. Called once the editor has stopped.
         """
         message = self.message or self.messages[-1]
-        shown = message.content or ""
-        if message is self.message and cut_page(self.tail, fence=self.fence) is None:
-            shown = self._page().content
+        shown = self.shown if message is self.message else message.content or ""
         suffix = f"\n-# {marker}"
         if len(shown) + len(suffix) > LIMIT:
             shown = shown[: LIMIT - len(suffix) - 1] + "…"
@@ -401,27 +442,64 @@ class _Writer:
     async def _step(self, *, spread: bool = True) -> None:
         """One request: finish a full page (the next one starts), or show the latest text.
 
-        The text is read after the rate-limit slot, so the edits a wait saved are coalesced.
+        The text is read after the rate-limit slot, so the edits a wait saved are
+        coalesced. The writer moves on only once Discord confirmed the request; a
+        transient refusal leaves it where it was, for the next slot.
         """
         await self.channel.request_slot(spread=spread)
         page = self._page()
-        if page.body == self.tail:
-            content = page.content
-            self.message, self.shown = await self._send(content, self.message), content
+        whole = page.body == self.tail
+        sent = self.message
+        if page.content:  # a page of nothing but whitespace is not sent
+            try:
+                sent = await self._send(page.content, self.message)
+            except _Transient:
+                return
+        if whole:
+            self.message, self.shown, self.shown_body = sent, page.content, page.body
             return
         self.tail, self.fence = self.tail[len(page.body) :], page.carried
-        message, self.message, self.shown = self.message, None, ""
-        if page.content:  # a page of nothing but whitespace is not sent
-            await self._send(page.content, message)
+        self.message, self.shown, self.shown_body = None, "", ""
+        self.done_text += page.body
 
     async def _send(self, content: str, message: discord.Message | None) -> discord.Message:
-        """`content` as the stream's next message, or as `message`'s new text."""
+        """`content` as the stream's next message, or as `message`'s new text.
+
+        A deleted message continues in a new one; a 429 or a 5xx (after discord.py's
+        own retries) is `_Transient` up to `RETRIES` times in a row; anything else,
+        or one more, is the stream's `DeliveryError`.
+        """
         try:
             if message is None:
                 message = await self.channel.new_message(content, self.span)
                 self.messages.append(message)
-                return message
-            return await message.edit(content=content, allowed_mentions=self.channel.mentions)
+            else:
+                message = await message.edit(
+                    content=content, allowed_mentions=self.channel.mentions
+                )
+        except discord.NotFound as error:
+            if message is None or error.code != UNKNOWN_MESSAGE:
+                raise self._failed(error) from error
+            log.warning(
+                "message %s in channel %s was deleted: the reply continues in a new one",
+                message.id,
+                self.channel.channel_id,
+            )
+            self.channel.forget({message.id})
+            return await self._send(content, None)
         except discord.HTTPException as error:
-            self.failure = self.channel.refused(error, "message")
-            raise self.failure from error
+            if (error.status == 429 or error.status >= 500) and self._refusals < RETRIES:
+                self._refusals += 1
+                self.channel.refused(error, "message")
+                raise _Transient from error
+            raise self._failed(error) from error
+        self._refusals = 0
+        return message
+
+    def _failed(self, error: discord.HTTPException) -> DeliveryError:
+        self.failure = self.channel.refused(error, "message")
+        return self.failure
+
+
+class _Transient(Exception):
+    """Discord refused a request for now: the writer tries again at its next slot."""

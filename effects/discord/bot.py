@@ -23,7 +23,13 @@ from toolloop.effects.discord.adapter import (
 )
 from toolloop.effects.discord.rate import Clock, EditWindow
 from toolloop.effects.discord.settings import BotSettings
-from toolloop.effects.discord.turns import Place, TurnManager, TurnRequest, from_a_user
+from toolloop.effects.discord.turns import (
+    Place,
+    TurnManager,
+    TurnRequest,
+    as_delivered,
+    from_a_user,
+)
 from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import Provider, ToolRegistryPort
 from toolloop.effects.turn import Attempt, run_generation_turn
@@ -188,6 +194,7 @@ class ToolloopBot(discord.Client):
             reply_to=str(trigger.id),
             on_event=self.on_event,
         )
+        result = await as_delivered(result, request.channel)  # only what Discord holds
         said = [ContextItem(author=name, content=r.text) for r in result.persona_responses]
         transcript[answered:answered] = said
         del transcript[:-TRANSCRIPT]

@@ -202,9 +202,9 @@ class TurnManager:
         except Exception:
             await self._show_failure(channel, None)
             raise
+        result = await as_delivered(result, channel)
         if result.status in (TurnStatus.ERROR, TurnStatus.TIMEOUT):
-            last = result.stream_results[-1].data if result.stream_results else None
-            error = last if isinstance(last, StreamError) else None
+            error = turn_error(result, channel)
             log.warning(
                 "the turn in channel %s ended %s: %s",
                 place.id,
@@ -219,6 +219,38 @@ class TurnManager:
         if notice is not None:
             with contextlib.suppress(DeliveryError):  # logged by the channel
                 await channel.send_notice(notice)
+
+
+async def as_delivered(
+    result: GenerationTurnResult, channel: DiscordChannel
+) -> GenerationTurnResult:
+    """`result` as Discord holds it, once the channel's last edits were confirmed.
+
+    When Discord refused a message or a stop left text unshown, what the turn
+    said (its persona response) is the text Discord shows, and a turn the loop
+    saw `completed` whose messages Discord refused is an `error` (SPEC 3: what
+    the turn said is only ever delivered text).
+    """
+    await channel.settle()
+    failure = channel.failure()
+    if failure is None and not channel.cut_short:
+        return result
+    said = "\n\n".join(channel.delivered_texts())
+    responses = tuple(attrs.evolve(r, text=said) for r in result.persona_responses if said)
+    refused = failure is not None and result.status is TurnStatus.COMPLETED
+    status = TurnStatus.ERROR if refused else result.status
+    return attrs.evolve(result, status=status, persona_responses=responses)
+
+
+def turn_error(result: GenerationTurnResult, channel: DiscordChannel) -> StreamError | None:
+    """Why the turn failed: its last stream's error, else Discord's refusal of its messages."""
+    last = result.stream_results[-1].data if result.stream_results else None
+    if isinstance(last, StreamError):
+        return last
+    failure = channel.failure()
+    if failure is None:
+        return None
+    return StreamError(type="channel_send_failed", message=str(failure), retryable=False)
 
 
 async def send_sticker(place: Place, result: GenerationTurnResult) -> None:

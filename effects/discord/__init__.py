@@ -1,6 +1,7 @@
 """toolloop on Discord (extra `toolloop[discord]`, discord.py 2.x): the channel adapter,
 the per-channel turn manager and a bot that runs the tool loop (docs/discord.md)."""
 
+from toolloop.effects.discord.access import Access, addressed, prompt
 from toolloop.effects.discord.adapter import (
     BotVoice,
     DeliveryError,
@@ -18,6 +19,7 @@ from toolloop.effects.discord.split import Page, cut_page, paginate
 from toolloop.effects.discord.turns import TurnManager, TurnRequest
 
 __all__ = [
+    "Access",
     "AnyioClock",
     "BadSetting",
     "BotSettings",
@@ -34,8 +36,10 @@ __all__ = [
     "TurnRequest",
     "Voice",
     "WebhookVoice",
+    "addressed",
     "cut_page",
     "no_pings",
     "notice_embed",
     "paginate",
+    "prompt",
 ]

@@ -37,6 +37,8 @@ from toolloop.effects.ports import Notice, StreamSpan
 from toolloop.states.errors import ToolloopError
 
 log = logging.getLogger("toolloop.discord")
+Place = discord.TextChannel | discord.Thread | discord.DMChannel
+"""Where a turn runs: a text channel, a thread or a direct message."""
 UNKNOWN_MESSAGE = 10008
 """Discord's JSON error code for a message that no longer exists (someone deleted it)."""
 RETRIES = 3
@@ -85,7 +87,7 @@ class Voice(Protocol):
 class BotVoice:
     """The bot's own messages in `channel`; they can reply to a message."""
 
-    channel: discord.TextChannel | discord.Thread | discord.DMChannel
+    channel: Place
 
     async def send(
         self,
@@ -163,7 +165,7 @@ class DiscordChannel:
 
     def __init__(
         self,
-        channel: discord.TextChannel | discord.Thread | discord.DMChannel,
+        channel: Place,
         *,
         window: EditWindow,
         persona: Voice | None = None,
@@ -172,7 +174,7 @@ class DiscordChannel:
         mentions: discord.AllowedMentions | None = None,
     ) -> None:
         """`mentions` is sent with every message and edit (default `no_pings()`)."""
-        self.channel_id = channel.id
+        self.channel_id, self.place = channel.id, channel
         self.mentions = no_pings() if mentions is None else mentions
         self.bot = BotVoice(channel)
         self.persona = persona

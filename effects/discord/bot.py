@@ -1,7 +1,8 @@
 """A discord.py bot on toolloop: a bot author brings a provider, tools and a persona.
 
-`ToolloopBot` answers every message in the channels it can read through the
-`TurnManager` (one turn per channel at a time), speaks through `DiscordChannel`
+`ToolloopBot` answers the messages its access policy admits (by default those
+that mention it or reply to it, and direct messages: `access.Access`) through
+the `TurnManager` (one turn per channel at a time), speaks through `DiscordChannel`
 (one message per stream, the persona's webhook when one is configured), offers
 `/kill` as a slash command, and keeps a short transcript per channel as the
 model's context. `BotSettings.from_env` reads its configuration.
@@ -14,9 +15,11 @@ import logging
 import discord
 from discord import app_commands
 
+from toolloop.effects.discord.access import prompt
 from toolloop.effects.discord.adapter import (
     DiscordChannel,
     Persona,
+    Place,
     Voice,
     WebhookVoice,
     no_pings,
@@ -24,7 +27,6 @@ from toolloop.effects.discord.adapter import (
 from toolloop.effects.discord.rate import Clock, EditWindow
 from toolloop.effects.discord.settings import BotSettings
 from toolloop.effects.discord.turns import (
-    Place,
     TurnManager,
     TurnRequest,
     as_delivered,
@@ -82,6 +84,7 @@ class ToolloopBot(discord.Client):
             stop_phrase=settings.stop_phrase,
             stale_after=settings.stale_turn_seconds,
             locale=settings.locale,
+            may_stop=settings.access.may_stop,
         )
         self.transcripts: dict[int, list[ContextItem]] = {}
         """Each channel's recent messages, oldest first (cut to `TRANSCRIPT` after each turn)."""
@@ -96,18 +99,34 @@ class ToolloopBot(discord.Client):
         await self.tree.sync()
 
     async def on_message(self, message: discord.Message) -> None:
+        """A stop phrase stops (never reaching the transcript); a message the access policy
+        answers goes to the transcript, the bot's mention taken out, and starts a turn."""
         if not from_a_user(message):
             return
+        if self.turns.is_stop_phrase(message):
+            await self.turns.on_message(message)
+            return
+        me = self.user.id if self.user is not None else 0
+        if not self.settings.access.answers(message, me, self.webhook_ids()):
+            return
         transcript = self._transcript(message.channel.id)
-        transcript.append(ContextItem(author=message.author.display_name, content=message.content))
+        said = ContextItem(author=message.author.display_name, content=prompt(message, me))
+        transcript.append(said)
         await self.turns.on_message(message)
 
-    def kill_reply(self, channel_id: int) -> str:
-        """What `/kill` does in a channel and says about it."""
+    def webhook_ids(self) -> set[int]:
+        """The persona's webhooks: a reply to one of their messages is a reply to the bot."""
+        return {v.webhook.id for v in self._voices.values() if isinstance(v, WebhookVoice)}
+
+    def kill_reply(self, channel_id: int, user: discord.abc.User | None = None) -> str:
+        """What `/kill` by `user` does in a channel and says about it: only the people who
+        asked for the reply and moderators may stop it (`Access.may_stop`)."""
+        if user is not None and not self.turns.may_stop(channel_id, user):
+            return "Only the person who asked, or a moderator, can stop this reply."
         return "Stopped." if self.turns.kill(channel_id) else "Nothing to stop here."
 
     async def _kill_command(self, interaction: discord.Interaction) -> None:
-        reply = self.kill_reply(interaction.channel_id or 0)
+        reply = self.kill_reply(interaction.channel_id or 0, interaction.user)
         await interaction.response.send_message(
             reply, ephemeral=True, allowed_mentions=self.mentions
         )
@@ -181,6 +200,7 @@ class ToolloopBot(discord.Client):
                     *transcript[-TRANSCRIPT:],
                 ),
                 channel_id=str(place_id),
+                direct_message=isinstance(request.channel.place, discord.DMChannel),
                 user_id=str(trigger.author.id),
                 guild_id=str(guild.id) if guild is not None else None,
                 guild_stickers=tuple(

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from toolloop.effects.discord.access import Access
 from toolloop.effects.discord.adapter import Persona
 from toolloop.states.errors import ToolloopError
 
@@ -23,6 +24,18 @@ STOP_PHRASE, THOUGHT_LOG = "TOOLLOOP_STOP_PHRASE", "TOOLLOOP_THOUGHT_LOG_CHANNEL
 STALE = "TOOLLOOP_STALE_TURN_SECONDS"
 PING_REPLIED = "TOOLLOOP_PING_REPLIED_USER"
 LOCALE = "TOOLLOOP_LOCALE"
+ANSWER_ALL, DIRECT_MESSAGES = "TOOLLOOP_ANSWER_ALL", "TOOLLOOP_DIRECT_MESSAGES"
+ID_LISTS = {
+    "answer_channels": "TOOLLOOP_ANSWER_CHANNELS",
+    "allow_users": "TOOLLOOP_ALLOW_USERS",
+    "block_users": "TOOLLOOP_BLOCK_USERS",
+    "allow_roles": "TOOLLOOP_ALLOW_ROLES",
+    "block_roles": "TOOLLOOP_BLOCK_ROLES",
+    "allow_channels": "TOOLLOOP_ALLOW_CHANNELS",
+    "block_channels": "TOOLLOOP_BLOCK_CHANNELS",
+    "moderator_roles": "TOOLLOOP_MODERATOR_ROLES",
+}
+"""Each list of `Access` and its variable: Discord ids separated by commas or spaces."""
 LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*")
 SWITCH = {"true": True, "yes": True, "on": True, "1": True}
 SWITCH |= {"false": False, "no": False, "off": False, "0": False}
@@ -63,6 +76,8 @@ class BotSettings:
     """A reply pings the author of the message it answers (nothing else ever pings)."""
     locale: str = "en"
     """The language of the loop's notices, failure notices and cut markers."""
+    access: Access = attrs.field(factory=Access)
+    """Whom the bot answers, where, and who may stop a reply."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> BotSettings:
@@ -86,7 +101,18 @@ class BotSettings:
             stale_turn_seconds=600.0 if stale is None else stale,
             ping_replied_user=_switch(env, PING_REPLIED, default=True),
             locale=_locale(env),
+            access=Access(
+                answer_all=_switch(env, ANSWER_ALL, default=False),
+                direct_messages=_switch(env, DIRECT_MESSAGES, default=True),
+                **{field: _ids(env, name) for field, name in ID_LISTS.items()},
+            ),
         )
+
+
+def _ids(env: Mapping[str, str], name: str) -> frozenset[int]:
+    """`name`'s Discord ids, separated by commas or blanks; each one checked like a number."""
+    items = [item for item in re.split(r"[,\s]+", env.get(name, "")) if item]
+    return frozenset(_whole({name: item}, name, 1, SNOWFLAKE_MAX) or 0 for item in items)
 
 
 def _locale(env: Mapping[str, str]) -> str:

@@ -23,13 +23,12 @@ import anyio
 import attrs
 import discord
 
-from toolloop.effects.discord.adapter import DeliveryError, DiscordChannel
+from toolloop.effects.discord.adapter import DeliveryError, DiscordChannel, Place
 from toolloop.effects.discord.failures import cut_marker, failure_notice
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.states import GenerationTurnResult, StreamError, TurnStatus
 
 log = logging.getLogger("toolloop.discord")
-Place = discord.TextChannel | discord.Thread | discord.DMChannel
 MARK_GRACE = 10.0
 """Seconds the cut marker's one edit may take (a rate-limit slot and Discord's answer)."""
 
@@ -45,6 +44,8 @@ class TurnRequest:
 
 
 Respond = Callable[[TurnRequest], Awaitable[GenerationTurnResult]]
+MayStop = Callable[[discord.abc.User, Place, frozenset[int]], bool]
+"""Whether a user may stop the reply in a place that these users asked for."""
 OpenChannel = Callable[[Place], Awaitable[DiscordChannel]]
 
 
@@ -63,6 +64,8 @@ class _Lane:
     """The running turn's channel port, once opened."""
     task: asyncio.Task[None] | None = None
     follow_ups: int = 0
+    requesters: frozenset[int] = frozenset()
+    """The authors of the running turn's batch."""
 
 
 class TurnManager:
@@ -76,10 +79,13 @@ class TurnManager:
         stop_phrase: str | None = None,
         stale_after: float = 600.0,
         locale: str = "en",
+        may_stop: MayStop | None = None,
     ) -> None:
-        """`locale` is the language of the failure notices and cut markers (`failures`)."""
+        """`locale` is the language of the failure notices and cut markers (`failures`);
+        `may_stop(user, place, requesters)` says who may stop a reply with the stop phrase
+        or `kill(..., by=user)` (by default anyone may)."""
         self._respond, self._open = respond, open_channel
-        self._locale = locale
+        self._locale, self._may_stop = locale, may_stop
         self._stop_phrase = stop_phrase.strip().casefold() if stop_phrase else None
         self._stale_after = stale_after
         self._lanes: dict[int, _Lane] = {}
@@ -89,10 +95,9 @@ class TurnManager:
         if not from_a_user(message):
             return
         lane = self._lanes.setdefault(message.channel.id, _Lane())
-        if self._stop_phrase is not None and message.content.strip().casefold() == (
-            self._stop_phrase
-        ):
-            self._stop(lane)
+        if self.is_stop_phrase(message):
+            if self.may_stop(message.channel.id, message.author):
+                self._stop(lane)
             return
         lane.pending.append(message)
         if lane.control is not None:
@@ -100,13 +105,33 @@ class TurnManager:
         if lane.task is None or lane.task.done():
             lane.task = asyncio.create_task(self._drain(lane, message.channel))  # type: ignore[arg-type]
 
+    def is_stop_phrase(self, message: discord.Message) -> bool:
+        """The message is the stop phrase (any case, blanks around it ignored)."""
+        phrase = self._stop_phrase
+        return phrase is not None and message.content.strip().casefold() == phrase
+
+    def may_stop(self, channel_id: int, user: discord.abc.User) -> bool:
+        """`user` may stop the channel's running reply (`may_stop` of the constructor)."""
+        lane = self._lanes.get(channel_id)
+        if lane is None or lane.channel is None or self._may_stop is None:
+            return True
+        return self._may_stop(user, lane.channel.place, lane.requesters)
+
     def kill(self, channel_id: int) -> bool:
-        """`/kill`: stop the channel's turn and drop its queue; False when nothing ran."""
+        """`/kill`: stop the channel's turn and drop its queue; False when nothing ran.
+
+        Check `may_stop` first: this stops whoever asks.
+        """
         lane = self._lanes.get(channel_id)
         if lane is None or lane.control is None:
             return False
         self._stop(lane)
         return True
+
+    def stopping(self, channel_id: int) -> bool:
+        """The channel's running turn was told to stop (a kill or the stop phrase)."""
+        lane = self._lanes.get(channel_id)
+        return lane is not None and lane.control is not None and lane.control.killed.is_set()
 
     def busy(self, channel_id: int) -> bool:
         """A turn runs or waits in the channel."""
@@ -141,7 +166,7 @@ class TurnManager:
             batch, lane.pending = tuple(lane.pending), []
             control = MemoryTurnControl()
             control.follow_up_count = lane.follow_ups
-            lane.control = control
+            lane.control, lane.requesters = control, frozenset(m.author.id for m in batch)
             try:
                 await self._turn(lane, place, batch, control)
             except Exception:

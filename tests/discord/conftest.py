@@ -15,7 +15,11 @@ import discord
 import discord.ext.test as dpytest
 from discord.ext.test import backend, callbacks
 
+from toolloop.effects.discord import Access
+
 T = TypeVar("T")
+EVERY_MESSAGE = Access(answer_all=True)
+"""For tests about turns, not about whom the bot answers (test_access.py)."""
 
 
 def run(main: Callable[[], Awaitable[T]]) -> T:

@@ -19,6 +19,7 @@ import discord.ext.test as dpytest
 import pytest
 
 from tests.discord.conftest import (
+    EVERY_MESSAGE,
     Requests,
     VirtualClock,
     channel,
@@ -52,7 +53,7 @@ class Bot:
     ) -> None:
         self.events: list[HostEvent] = []
         self.client = ToolloopBot(
-            BotSettings(token="test", **settings),  # type: ignore[arg-type]
+            BotSettings(token="test", access=EVERY_MESSAGE, **settings),  # type: ignore[arg-type]
             provider=provider,
             registry=registry or ToolRegistry(),
             clock=clock,

@@ -15,7 +15,7 @@ import discord
 import discord.ext.test as dpytest
 import pytest
 
-from tests.discord.conftest import channel, configured, contents, embeds, run
+from tests.discord.conftest import EVERY_MESSAGE, channel, configured, contents, embeds, run
 from tests.effects.harness import ScriptProvider, completed, silent
 from tests.openai_server import OpenAIServer, error_reply, text_reply
 from toolloop.effects.discord import BotSettings, ToolloopBot
@@ -30,7 +30,7 @@ RED = discord.Colour.red()
 
 def bot(provider: Provider, **settings: object) -> ToolloopBot:
     return ToolloopBot(
-        BotSettings(token="test", **settings),  # type: ignore[arg-type]
+        BotSettings(token="test", access=EVERY_MESSAGE, **settings),  # type: ignore[arg-type]
         provider=provider,
         registry=ToolRegistry(),
         intents=discord.Intents.all(),

@@ -15,7 +15,7 @@ import discord.ext.test as dpytest
 import pytest
 from discord.ext.test import callbacks
 
-from tests.discord.conftest import Payloads, VirtualClock, channel, configured, run
+from tests.discord.conftest import EVERY_MESSAGE, Payloads, VirtualClock, channel, configured, run
 from tests.discord.webhook_server import TOKEN, WEBHOOK_ID, WebhookServer
 from tests.effects.harness import ScriptProvider, completed
 from toolloop.effects.discord import (
@@ -142,7 +142,7 @@ class TestBotDefault:
 
         async def main() -> None:
             bot = ToolloopBot(
-                BotSettings(token="test", ping_replied_user=ping),
+                BotSettings(token="test", ping_replied_user=ping, access=EVERY_MESSAGE),
                 provider=ScriptProvider(completed(PINGS)),
                 registry=ToolRegistry(),
                 intents=discord.Intents.all(),

@@ -18,7 +18,7 @@ import discord
 import discord.ext.test as dpytest
 import pytest
 
-from tests.discord.conftest import VirtualClock, channel, configured, run
+from tests.discord.conftest import EVERY_MESSAGE, VirtualClock, channel, configured, run
 from tests.discord.discord_server import DiscordServer, rate_limited, refusal
 from tests.effects.harness import ScriptProvider
 from toolloop.effects.discord import (
@@ -143,7 +143,7 @@ class TestFinalEdit:
 
         async def main() -> tuple[list[str], list[str], int]:
             bot = ToolloopBot(
-                BotSettings(token="test"),
+                BotSettings(token="test", access=EVERY_MESSAGE),
                 provider=ScriptProvider(two_chunks),
                 registry=ToolRegistry(),
                 clock=clock,

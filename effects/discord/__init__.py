@@ -1,7 +1,7 @@
 """toolloop on Discord (extra `toolloop[discord]`, discord.py 2.x): the channel adapter,
 the per-channel turn manager and a bot that runs the tool loop (docs/discord.md)."""
 
-from toolloop.effects.discord.access import Access, addressed, prompt
+from toolloop.effects.discord.access import Access, addressed
 from toolloop.effects.discord.adapter import (
     BotVoice,
     DeliveryError,
@@ -13,6 +13,7 @@ from toolloop.effects.discord.adapter import (
     notice_embed,
 )
 from toolloop.effects.discord.bot import ToolloopBot
+from toolloop.effects.discord.messages import prompt, read_message
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
 from toolloop.effects.discord.settings import BadSetting, BotSettings, MissingSetting
 from toolloop.effects.discord.split import Page, cut_page, paginate
@@ -42,4 +43,5 @@ __all__ = [
     "notice_embed",
     "paginate",
     "prompt",
+    "read_message",
 ]

@@ -12,7 +12,6 @@ moderator role or with Manage Messages in the channel.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 
 import attrs
@@ -88,11 +87,6 @@ def addressed(message: discord.Message, me: int, own: Collection[int] = ()) -> b
     if not isinstance(replied, discord.Message):
         return False
     return replied.author.id == me or (replied.webhook_id is not None and replied.webhook_id in own)
-
-
-def prompt(message: discord.Message, me: int) -> str:
-    """The message's text as the model reads it: the bot's own mention taken out."""
-    return re.sub(rf"<@!?{me}>", "", message.content).strip()
 
 
 def _places(channel: object) -> set[int]:

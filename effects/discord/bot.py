@@ -15,7 +15,6 @@ import logging
 import discord
 from discord import app_commands
 
-from toolloop.effects.discord.access import prompt
 from toolloop.effects.discord.adapter import (
     DiscordChannel,
     Persona,
@@ -24,6 +23,7 @@ from toolloop.effects.discord.adapter import (
     WebhookVoice,
     no_pings,
 )
+from toolloop.effects.discord.messages import read_message
 from toolloop.effects.discord.rate import Clock, EditWindow
 from toolloop.effects.discord.settings import BotSettings
 from toolloop.effects.discord.turns import (
@@ -100,7 +100,8 @@ class ToolloopBot(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         """A stop phrase stops (never reaching the transcript); a message the access policy
-        answers goes to the transcript, the bot's mention taken out, and starts a turn."""
+        answers goes to the transcript as the model reads it (`messages.read_message`), and
+        starts a turn."""
         if not from_a_user(message):
             return
         if self.turns.is_stop_phrase(message):
@@ -109,9 +110,11 @@ class ToolloopBot(discord.Client):
         me = self.user.id if self.user is not None else 0
         if not self.settings.access.answers(message, me, self.webhook_ids()):
             return
-        transcript = self._transcript(message.channel.id)
-        said = ContextItem(author=message.author.display_name, content=prompt(message, me))
-        transcript.append(said)
+        text = await read_message(message, me)
+        if not text:  # nothing to answer: an empty prompt is never sent
+            return
+        said = ContextItem(author=message.author.display_name, content=text)
+        self._transcript(message.channel.id).append(said)
         await self.turns.on_message(message)
 
     def webhook_ids(self) -> set[int]:

@@ -14,8 +14,10 @@ import os
 import sys
 from collections.abc import Mapping
 
+import discord
+
 from toolloop.effects.discord.bot import ToolloopBot
-from toolloop.effects.discord.settings import BotSettings, MissingSetting
+from toolloop.effects.discord.settings import TOKEN, BotSettings, MissingSetting
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry
@@ -30,9 +32,26 @@ def main(env: Mapping[str, str] | None = None) -> int:
         print(f"toolloop discord: {kind}: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(settings))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(settings))
+    except (discord.LoginFailure, discord.PrivilegedIntentsRequired) as error:
+        print(f"toolloop discord: {refused_login(error)}", file=sys.stderr)
+        return 2
     return 0
+
+
+def refused_login(error: discord.ClientException) -> str:
+    """What to do when Discord refused the bot's login, in one line."""
+    if isinstance(error, discord.PrivilegedIntentsRequired):
+        return (
+            "Discord refused the Message Content Intent: switch it on (Discord Developer "
+            "Portal > your application > Bot > Privileged Gateway Intents)"
+        )
+    return (
+        f"Discord refused {TOKEN}: it is not a valid bot token (Discord Developer Portal > "
+        "your application > Bot > Reset Token)"
+    )
 
 
 async def serve(settings: BotSettings) -> None:

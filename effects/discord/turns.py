@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 import attrs
@@ -29,6 +29,8 @@ from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.states import GenerationTurnResult, StreamError, TurnStatus
 
 log = logging.getLogger("toolloop.discord")
+TYPING_EVERY = 8.0
+"""Seconds between two typing indicators (Discord shows one for about 10 s)."""
 MARK_GRACE = 10.0
 """Seconds the cut marker's one edit may take (a rate-limit slot and Discord's answer)."""
 
@@ -221,9 +223,10 @@ class TurnManager:
     ) -> GenerationTurnResult:
         """The turn's result; one that failed (or raised) shows an error notice first."""
         try:
-            result = await self._respond(
-                TurnRequest(messages=batch, channel=channel, control=control)
-            )
+            async with typing(channel.place):
+                result = await self._respond(
+                    TurnRequest(messages=batch, channel=channel, control=control)
+                )
         except Exception:
             await self._show_failure(channel, None)
             raise
@@ -244,6 +247,28 @@ class TurnManager:
         if notice is not None:
             with contextlib.suppress(DeliveryError):  # logged by the channel
                 await channel.send_notice(notice)
+
+
+@contextlib.asynccontextmanager
+async def typing(place: Place) -> AsyncIterator[None]:
+    """Discord's typing indicator in `place` while the block runs (the model thinking, a
+    tool running); a refused indicator is logged once and given up, never failing the turn."""
+    async with anyio.create_task_group() as group:
+        group.start_soon(_keep_typing, place)
+        try:
+            yield
+        finally:
+            group.cancel_scope.cancel()
+
+
+async def _keep_typing(place: Place) -> None:
+    while True:
+        try:
+            await place.typing()  # one indicator, which Discord shows for about 10 s
+        except discord.HTTPException as error:
+            log.info("no typing indicator in channel %s: HTTP %s", place.id, error.status)
+            return
+        await anyio.sleep(TYPING_EVERY)
 
 
 async def as_delivered(

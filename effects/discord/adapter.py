@@ -14,7 +14,8 @@ once.
 
 Every message and edit carries the channel's mention policy (`no_pings()` by
 default), so the model's text never pings `@everyone`, a role or a user.
-Notices are embeds coloured by level; the persona's webhook speaks the
+Notices are embeds coloured by level (a tool's progress and "still working" update
+one status line in place); the persona's webhook speaks the
 persona's text and notices when one is configured. Hidden notices go to the
 thought-log channel, or nowhere. Ids are discord.py's ints; the port's ids are
 their decimal strings.
@@ -22,6 +23,7 @@ their decimal strings.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any, Protocol, Self
@@ -42,6 +44,8 @@ Place = discord.TextChannel | discord.Thread | discord.DMChannel
 UNKNOWN_MESSAGE = 10008
 """Discord's JSON error code for a message that no longer exists (someone deleted it)."""
 RETRIES = 3
+STATUS_NOTICES = frozenset({"tool_progress", "still_working"})
+"""Notices that update one status line in place rather than adding a message each."""
 """Transient refusals (429 after discord.py's own retries, 5xx) in a row before giving up."""
 COLOURS = {
     "info": discord.Colour.blue(),
@@ -189,6 +193,8 @@ class DiscordChannel:
         self._group: TaskGroup | None = None
         self._stopped = False
         self._exited = False
+        self._status: dict[int, discord.Message] = {}
+        """Each voice's status line of progress notices since the last stream began."""
         self.cut_short = False
         """`stop` came while text was still to be shown: the reply is cut short."""
 
@@ -224,6 +230,7 @@ class DiscordChannel:
             writer.stop()
         self._writers.append(writer)
         self._current = writer
+        self._status.clear()
         self._group.start_soon(writer.edit_until_closed)
 
     def stream_ended(self, stream: StreamSpan) -> None:
@@ -238,12 +245,22 @@ class DiscordChannel:
         await writer.append(text)
 
     async def send_notice(self, notice: Notice) -> None:
+        """An embed; a progress notice edits the status line already shown since the last
+        stream began, if there is one, rather than adding a message."""
         voice = self.persona if notice.identity is not None and self.persona else self.bot
+        embed, status = notice_embed(notice), notice.key in STATUS_NOTICES
+        shown = self._status.get(id(voice)) if status else None
         await self.request_slot(spread=False)
         try:
-            await voice.send(embed=notice_embed(notice), reply_to=None, mentions=self.mentions)
+            if shown is not None:
+                with contextlib.suppress(discord.NotFound):  # deleted: a new line follows
+                    await shown.edit(embed=embed, allowed_mentions=self.mentions)
+                    return
+            message = await voice.send(embed=embed, reply_to=None, mentions=self.mentions)
         except discord.HTTPException as error:
             raise self.refused(error, f"{notice.key} notice") from error
+        if status:
+            self._status[id(voice)] = message
 
     async def send_hidden_notice(self, notice: Notice) -> None:
         if self.thought_log is None:

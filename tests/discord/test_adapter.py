@@ -268,6 +268,26 @@ class TestNotices:
 
         assert [(e.description, e.colour) for e in run(main)] == [(f"a {level}", colour)]
 
+    def test_a_tools_progress_is_one_status_line_edited_in_place(self) -> None:
+        """Three progress notices are one message showing the last; after a new stream,
+        the next progress notice starts a new status line below it."""
+
+        def progress(text: str) -> Notice:
+            return Notice(key="tool_progress", level="info", text=text, hidden=False, iteration=1)
+
+        async def main() -> list[str | None]:
+            await configured()
+            clock = VirtualClock()
+            async with DiscordChannel(channel(), window=EditWindow(), clock=clock) as port:
+                for text in ("1 of 3 pages", "2 of 3 pages", "3 of 3 pages"):
+                    await port.send_notice(progress(text))
+                    clock.advance(1.0)
+                await stream_into(port, ["Found it."], clock, every=1.0, iteration=1)
+                await port.send_notice(progress("checking"))
+            return [e.description for e in embeds(channel())]
+
+        assert run(main) == ["3 of 3 pages", "checking"]
+
     def test_a_hidden_notice_goes_to_the_thought_log_channel(self) -> None:
         """`send_hidden_notice` posts the embed in the thought-log channel, not the turn's."""
 

@@ -95,8 +95,8 @@ class ToolloopBot(discord.Client):
         )
 
     async def setup_hook(self) -> None:
-        """Register `/kill` with Discord."""
-        await self.tree.sync()
+        """Register `/kill` with Discord (`sync_commands`)."""
+        await sync_commands(self.tree)
 
     async def on_message(self, message: discord.Message) -> None:
         """A stop phrase stops (never reaching the transcript); a message the access policy
@@ -229,3 +229,16 @@ class ToolloopBot(discord.Client):
 
     def _transcript(self, place_id: int) -> list[ContextItem]:
         return self.transcripts.setdefault(place_id, [])
+
+
+async def sync_commands(tree: app_commands.CommandTree[discord.Client]) -> bool:
+    """Sync the global slash commands only when Discord's differ from the tree's (a name
+    or a description): a bulk sync on every start counts against a tight daily limit.
+    True when a sync was needed."""
+    remote = {(command.name, command.description) for command in await tree.fetch_commands()}
+    local = {(c.name, getattr(c, "description", "")) for c in tree.get_commands()}
+    if remote == local:
+        return False
+    await tree.sync()
+    log.info("synced the slash commands with Discord: %s", sorted(name for name, _ in local))
+    return True

@@ -3,9 +3,10 @@
 dpytest answers every request in memory and cannot refuse one the way Discord
 does (a deleted message's 404, a 429 with its `retry_after`, a 503). This
 aiohttp server answers the routes the host uses (log in, create, edit and
-delete a message, the typing indicator) as Discord does, records each request,
-and answers from `plan` first: `server.plan("PATCH", refusal(404, 10008))`
-makes the next edit fail as Discord fails an edit of a deleted message.
+delete a message, the typing indicator, the global slash commands) as Discord
+does, records each request, and answers from `plan` first:
+`server.plan("PATCH", refusal(404, 10008))` makes the next edit fail as
+Discord fails an edit of a deleted message.
 `connect` points discord.py's real `HTTPClient` (its rate limiter and retries
 included) at it, under the objects of a dpytest-configured client.
 """
@@ -67,6 +68,9 @@ class DiscordServer:
         self.requests: list[Request] = []
         self.messages: dict[int, dict[str, Any]] = {}
         self.typing: list[int] = []
+        self.commands: list[dict[str, Any]] = []
+        """The application's global slash commands; `syncs` counts their bulk overwrites."""
+        self.syncs = 0
         self._plans: dict[str, collections.deque[Refusal]] = collections.defaultdict(
             collections.deque
         )
@@ -77,6 +81,8 @@ class DiscordServer:
         app.router.add_patch("/api/v10/channels/{channel}/messages/{message}", self._edit)
         app.router.add_delete("/api/v10/channels/{channel}/messages/{message}", self._delete)
         app.router.add_post("/api/v10/channels/{channel}/typing", self._typing)
+        app.router.add_get("/api/v10/applications/{app}/commands", self._commands)
+        app.router.add_put("/api/v10/applications/{app}/commands", self._sync)
         self._runner = web.AppRunner(app)
         self.base_url = ""
 
@@ -106,6 +112,9 @@ class DiscordServer:
         await http.static_login("bot-token")
         client.http = http
         client._connection.http = http
+        tree = getattr(client, "tree", None)
+        if tree is not None:  # a CommandTree keeps the client's HTTP client of its making
+            tree._http = http
 
     async def _me(self, request: web.Request) -> web.Response:
         return _json({"id": str(BOT_ID), "username": "bot", "discriminator": "0", "bot": True})
@@ -152,6 +161,18 @@ class DiscordServer:
         self.messages.pop(int(request.match_info["message"]), None)
         return web.Response(status=204)
 
+    async def _commands(self, request: web.Request) -> web.Response:
+        return _json(self.commands)
+
+    async def _sync(self, request: web.Request) -> web.Response:
+        self.syncs += 1
+        app = request.match_info["app"]
+        self.commands = [
+            {**command, "id": str(900 + n), "application_id": app, "version": "1"}
+            for n, command in enumerate(await request.json())
+        ]
+        return _json(self.commands)
+
     async def _typing(self, request: web.Request) -> web.Response:
         if refused := await self._answer(request, {}):
             return refused
@@ -180,7 +201,9 @@ def _message(message_id: int, channel_id: str, body: dict[str, Any]) -> dict[str
 
 
 def _json(
-    data: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+    data: dict[str, Any] | list[dict[str, Any]],
+    status: int = 200,
+    headers: dict[str, str] | None = None,
 ) -> web.Response:
     """A JSON body as Discord sends it: discord.py parses only `application/json` exactly."""
     return web.Response(

@@ -1,4 +1,5 @@
-"""How the bot feels to use: a typing indicator, and a refused login as one line."""
+"""How the bot feels to use: a typing indicator, slash commands synced once, a refused
+login as one line."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 from discord.ext.test import callbacks
 
 from tests.discord.conftest import EVERY_MESSAGE, channel, configured, run
+from tests.discord.discord_server import DiscordServer
 from tests.effects.harness import ScriptProvider, completed, silent
 from toolloop.effects.discord import BotSettings, ToolloopBot
+from toolloop.effects.discord.bot import sync_commands
 from toolloop.effects.registry import ToolRegistry
 from toolloop.tools.cli import main
 from toolloop.tools.discord_bot import refused_login
@@ -52,6 +55,33 @@ class TestTyping:
 
         during, place = run(main)
         assert during == [place]
+
+
+class TestSlashCommands:
+    """The global slash commands are synced when they changed, not on every start."""
+
+    def test_kill_is_synced_once_then_left_alone(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Three starts against the loopback Discord: the first finds no commands and syncs
+        `/kill`; the next two find it there and sync nothing."""
+
+        async def main() -> tuple[list[bool], int, list[str]]:
+            async with DiscordServer() as server:
+                synced = []
+                for _ in range(3):
+                    bot = ToolloopBot(
+                        BotSettings(token="test"),
+                        provider=ScriptProvider(),
+                        registry=ToolRegistry(),
+                        intents=discord.Intents.all(),
+                    )
+                    await configured(bot)
+                    await server.connect(bot, monkeypatch)
+                    bot._connection.application_id = 4242
+                    synced.append(await sync_commands(bot.tree))
+                    await bot.http.close()
+                return synced, server.syncs, [c["name"] for c in server.commands]
+
+        assert run(main) == ([True, False, False], 1, ["kill"])
 
 
 class _Refusing(BaseHTTPRequestHandler):

@@ -1,7 +1,7 @@
 """`toolloop discord`: a Discord bot with the OpenAI-compatible provider and the demo's two tools.
 
-Configured by the environment (`toolloop.effects.discord.settings`): `DISCORD_TOKEN`
-is required; without `TOOLLOOP_BASE_URL` the embedded demo model is served on
+Configured by the environment or a TOML file (`toolloop.effects.discord.settings`):
+`DISCORD_TOKEN` is required; without `TOOLLOOP_BASE_URL` the embedded demo model is served on
 loopback, so a bot token alone gives a working bot.
 """
 
@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 import discord
 
@@ -23,10 +24,16 @@ from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry
 
 
-def main(env: Mapping[str, str] | None = None) -> int:
-    """Run the bot until interrupted; 2 with a one-line error when the configuration is wrong."""
+def main(env: Mapping[str, str] | None = None, config: Path | None = None) -> int:
+    """Run the bot until interrupted; 2 with a one-line error when the configuration is wrong.
+
+    `config` is a TOML file of settings, each overridden by its environment variable.
+    """
+    env = os.environ if env is None else env
     try:
-        settings = BotSettings.from_env(os.environ if env is None else env)
+        settings = (
+            BotSettings.from_env(env) if config is None else BotSettings.from_file(config, env)
+        )
     except ValueError as error:  # MissingSetting included
         kind = "missing setting" if isinstance(error, MissingSetting) else "bad setting"
         print(f"toolloop discord: {kind}: {error}", file=sys.stderr)

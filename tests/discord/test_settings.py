@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from toolloop.effects.discord import BadSetting, BotSettings, MissingSetting, Persona
+from toolloop.effects.discord import Access, BadSetting, BotSettings, MissingSetting, Persona
 from toolloop.tools.cli import main
 
 
@@ -149,3 +150,88 @@ def test_toolloop_discord_with_a_bad_number_exits_2_naming_the_variable(
         "toolloop discord: bad setting: TOOLLOOP_STALE_TURN_SECONDS must be a number written "
         f"with the digits 0-9 and at most one decimal point, got '{value}'\n"
     )
+
+
+class TestFromFile:
+    """A TOML file beside the environment: keys named like the variables, errors by key."""
+
+    def test_every_key_is_read_and_the_environment_wins(self, tmp_path: Path) -> None:
+        """Numbers, switches and id lists as TOML values; a set variable overrides its key."""
+        config = tmp_path / "bot.toml"
+        config.write_text(
+            'token = "from-file"\n'
+            'persona_name = "Tomo"\n'
+            "stale_turn_seconds = 90\n"
+            "ping_replied_user = false\n"
+            'locale = "ja"\n'
+            "allow_roles = [11, 22]\n"
+            'moderator_roles = ["33"]\n'
+            "direct_messages = false\n",
+            "utf-8",
+        )
+        settings = BotSettings.from_file(config, {"TOOLLOOP_LOCALE": "de", "OTHER": "x"})
+        assert settings == BotSettings(
+            token="from-file",
+            persona=Persona(name="Tomo"),
+            stale_turn_seconds=90.0,
+            ping_replied_user=False,
+            locale="de",
+            access=Access(
+                allow_roles=frozenset({11, 22}),
+                moderator_roles=frozenset({33}),
+                direct_messages=False,
+            ),
+        )
+
+    @pytest.mark.parametrize(
+        ("line", "message"),
+        [
+            ("stale_turn_seconds = nan", "stale_turn_seconds must be a number written with"),
+            ("stale_turn_seconds = 1e309", "stale_turn_seconds must be a number written with"),
+            ("thought_log_channel = 0", "thought_log_channel must be from 1 to "),
+            ("allow_users = [1, true]", "allow_users must be text, a number, true or false, or "),
+            ("ping_replied_user = 'sometimes'", "ping_replied_user must be true or false, got "),
+            ("stale_seconds = 5", "unknown key 'stale_seconds' (the keys are: allow_channels, "),
+            ("[bot]", "unknown key 'bot' (the keys are: "),
+            ("token = ", "not valid TOML: "),
+        ],
+    )
+    def test_a_bad_value_names_the_file_and_the_key(
+        self, tmp_path: Path, line: str, message: str
+    ) -> None:
+        """The error starts with the file's path and the key, as the admin wrote them."""
+        config = tmp_path / "bot.toml"
+        config.write_text(f'token = "t"\n{line}\n' if "token" not in line else line, "utf-8")
+        with pytest.raises(BadSetting) as raised:
+            BotSettings.from_file(config, {})
+        assert str(raised.value).startswith(f"{config}: {message}")
+
+    def test_toolloop_discord_reads_the_file_and_names_a_bad_key_in_one_line(
+        self,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """`toolloop discord --config bot.toml` with a bad key: one line, exit 2."""
+        monkeypatch.delenv("DISCORD_TOKEN", raising=False)
+        config = tmp_path / "bot.toml"
+        config.write_text('token = "t"\nlocale = "../x"\n', "utf-8")
+        assert main(["discord", "--config", str(config)]) == 2
+        assert capsys.readouterr().err == (
+            f"toolloop discord: bad setting: {config}: locale must be a language tag such as "
+            "en, de or ja, got '../x'\n"
+        )
+
+    def test_the_guides_sample_file_is_valid(self, tmp_path: Path) -> None:
+        """docs/discord.md's TOML sample reads as the settings it shows."""
+        guide = (Path(__file__).parents[2] / "docs" / "discord.md").read_text("utf-8")
+        (sample,) = re.findall(r"^```toml\n(.*?)^```$", guide, re.MULTILINE | re.DOTALL)
+        config = tmp_path / "bot.toml"
+        config.write_text(sample, "utf-8")
+        settings = BotSettings.from_file(config, {"DISCORD_TOKEN": "t"})
+        assert (settings.persona, settings.stale_turn_seconds, settings.locale) == (
+            Persona(name="Tomo"),
+            300.0,
+            "de",
+        )
+        assert settings.access.answer_channels == frozenset({123456789012345678})

@@ -12,7 +12,7 @@ from toolloop.effects.discord.adapter import (
     no_pings,
     notice_embed,
 )
-from toolloop.effects.discord.bot import ToolloopBot
+from toolloop.effects.discord.bot import ChannelEvent, ChannelObserver, ToolloopBot
 from toolloop.effects.discord.messages import prompt, read_message
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
 from toolloop.effects.discord.settings import BadSetting, BotSettings, MissingSetting
@@ -25,6 +25,8 @@ __all__ = [
     "BadSetting",
     "BotSettings",
     "BotVoice",
+    "ChannelEvent",
+    "ChannelObserver",
     "Clock",
     "DeliveryError",
     "DiscordChannel",

@@ -10,8 +10,11 @@ model's context. `BotSettings.from_env` reads its configuration.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 
+import attrs
 import discord
 from discord import app_commands
 
@@ -32,7 +35,7 @@ from toolloop.effects.discord.turns import (
     as_delivered,
     from_a_user,
 )
-from toolloop.effects.observe import HostObserver
+from toolloop.effects.observe import HostEvent
 from toolloop.effects.ports import Provider, ToolRegistryPort
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.states import ContextItem, GenerationTurnResult, Sticker, TurnSettings
@@ -48,6 +51,17 @@ SYSTEM = (
 )
 
 
+@attrs.frozen(kw_only=True)
+class ChannelEvent:
+    """A host event of a turn (`toolloop.effects.observe`) and the channel of the turn."""
+
+    channel_id: int
+    event: HostEvent
+
+
+ChannelObserver = Callable[[ChannelEvent], None]
+
+
 class ToolloopBot(discord.Client):
     """A Discord bot whose every channel turn runs the tool loop."""
 
@@ -59,10 +73,11 @@ class ToolloopBot(discord.Client):
         registry: ToolRegistryPort,
         clock: Clock | None = None,
         intents: discord.Intents | None = None,
-        on_event: HostObserver | None = None,
+        on_event: ChannelObserver | None = None,
         mentions: discord.AllowedMentions | None = None,
     ) -> None:
-        """`on_event` sees every turn's host events (streams, tools, notices), e.g. to log them.
+        """`on_event` sees every turn's host events (streams, tools, notices) with the
+        channel they happened in (`ChannelEvent`), e.g. to log them or keep a status line.
 
         `mentions` is the mention policy of everything the bot sends; by default
         (`no_pings`) the model's text pings no one but, with the setting
@@ -215,13 +230,17 @@ class ToolloopBot(discord.Client):
             channel=request.channel,
             control=request.control,
             reply_to=str(trigger.id),
-            on_event=self.on_event,
+            on_event=None if self.on_event is None else functools.partial(self._seen, place_id),
         )
         result = await as_delivered(result, request.channel)  # only what Discord holds
         said = [ContextItem(author=name, content=r.text) for r in result.persona_responses]
         transcript[answered:answered] = said
         del transcript[:-TRANSCRIPT]
         return result
+
+    def _seen(self, channel_id: int, event: HostEvent) -> None:
+        assert self.on_event is not None
+        self.on_event(ChannelEvent(channel_id=channel_id, event=event))
 
     @property
     def user_name(self) -> str:

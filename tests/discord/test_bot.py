@@ -29,9 +29,9 @@ from tests.discord.conftest import (
     run,
 )
 from tests.effects.harness import Script, ScriptProvider, calling, completed, silent
-from toolloop.effects.discord import BotSettings, ToolloopBot
+from toolloop.effects.discord import BotSettings, ChannelEvent, ToolloopBot
 from toolloop.effects.discord.bot import TRANSCRIPT
-from toolloop.effects.observe import HostEvent, StreamFinished
+from toolloop.effects.observe import HostEvent, StreamFinished, TurnFinished
 from toolloop.effects.ports import Provider, StreamRequest, StreamSink
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
@@ -52,14 +52,20 @@ class Bot:
         **settings: object,
     ) -> None:
         self.events: list[HostEvent] = []
+        self.finished_in: list[int] = []
+        """The channel of each TurnFinished event."""
         self.client = ToolloopBot(
             BotSettings(token="test", access=EVERY_MESSAGE, **settings),  # type: ignore[arg-type]
             provider=provider,
             registry=registry or ToolRegistry(),
             clock=clock,
             intents=discord.Intents.all(),
-            on_event=self.events.append,
+            on_event=self.seen,
         )
+
+    def seen(self, seen: ChannelEvent) -> None:
+        self.events.append(seen.event)
+        self.finished_in.extend([seen.channel_id] if isinstance(seen.event, TurnFinished) else [])
 
     def statuses(self) -> list[StreamStatus]:
         return [e.status for e in self.events if isinstance(e, StreamFinished)]
@@ -124,6 +130,21 @@ class TestTurns:
         first, second, ids = run(main)
         assert first == ["one", f"Done in {str(ids[0])[-4:]}."]
         assert second == ["two", f"Done in {str(ids[1])[-4:]}."]
+
+    def test_the_observer_sees_each_event_with_its_channel(self) -> None:
+        """`on_event` gets `ChannelEvent`s: each turn's finish names the channel it ran in."""
+
+        async def main() -> tuple[list[int], list[int]]:
+            bot = Bot(ScriptProvider(completed("A."), completed("B.")))
+            await configured(bot.client)
+            await dpytest.message("one", channel=0)
+            await bot.idle()
+            await dpytest.message("two", channel=1)
+            await bot.idle()
+            return bot.finished_in, [channel(0).id, channel(1).id]
+
+        finished_in, ids = run(main)
+        assert finished_in == ids
 
 
 class TestStops:

@@ -272,8 +272,8 @@ class DiscordChannel:
 
     async def mark_cut(self, marker: str) -> None:
         """End the turn's last message with `marker` (a reply cut short), after the `async
-        with` block: one edit, showing the text the message had or was about to have, a
-        refusal logged."""
+        with` block: one edit, keeping the text Discord confirmed it shows, a refusal
+        logged."""
         if not self._exited:
             raise RuntimeError("mark_cut is for after the turn's `async with DiscordChannel`")
         last = next((w for w in reversed(self._writers) if w.messages), None)

@@ -26,7 +26,7 @@ from toolloop.effects.discord.adapter import (
     WebhookVoice,
     no_pings,
 )
-from toolloop.effects.discord.messages import read_message
+from toolloop.effects.discord.messages import read_message, thread_opener
 from toolloop.effects.discord.rate import Clock, EditWindow
 from toolloop.effects.discord.settings import BotSettings
 from toolloop.effects.discord.turns import (
@@ -115,8 +115,9 @@ class ToolloopBot(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         """A stop phrase stops (never reaching the transcript); a message the access policy
-        answers goes to the transcript as the model reads it (`messages.read_message`), and
-        starts a turn."""
+        answers goes to the transcript as the model reads it (`messages.read_message`),
+        after the message its thread was started from when it opens the thread's
+        transcript, and starts a turn."""
         if not from_a_user(message):
             return
         if self.turns.is_stop_phrase(message):
@@ -128,8 +129,13 @@ class ToolloopBot(discord.Client):
         text = await read_message(message, me)
         if not text:  # nothing to answer: an empty prompt is never sent
             return
-        said = ContextItem(author=message.author.display_name, content=text)
-        self._transcript(message.channel.id).append(said)
+        transcript = self._transcript(message.channel.id)
+        if not transcript and isinstance(message.channel, discord.Thread):
+            opener = await thread_opener(message.channel)
+            if opener is not None and opener.id != message.id:
+                context = await read_message(opener, me)
+                transcript.append(ContextItem(author=opener.author.display_name, content=context))
+        transcript.append(ContextItem(author=message.author.display_name, content=text))
         await self.turns.on_message(message)
 
     def webhook_ids(self) -> set[int]:

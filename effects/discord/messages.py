@@ -4,7 +4,8 @@ The bot's own mention is taken out. A text attachment (a `text/*` type, JSON,
 or a known text file ending) up to `TEXT_BYTES` is inlined under its name; any
 other attachment is named with its size and marked as not read, so the model
 knows it is there. A message with neither text nor attachments (a sticker, an
-embed only) reads as empty, and the bot does not answer it.
+embed only) reads as empty, and the bot does not answer it. A thread's first
+turn reads the message the thread was started from as context.
 """
 
 from __future__ import annotations
@@ -56,3 +57,16 @@ def size(count: int) -> str:
         if count >= scale:
             return f"{round(count / scale)} {unit}"
     return f"{count} B"
+
+
+async def thread_opener(thread: discord.Thread) -> discord.Message | None:
+    """The message a thread was started from (its id is the thread's), or None: a thread
+    started on its own, or an opener Discord will not give."""
+    if thread.starter_message is not None:
+        return thread.starter_message
+    if not isinstance(thread.parent, discord.TextChannel):
+        return None
+    try:
+        return await thread.parent.fetch_message(thread.id)
+    except discord.HTTPException:
+        return None

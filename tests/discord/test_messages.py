@@ -8,6 +8,7 @@ import discord
 import discord.ext.test as dpytest
 import pytest
 from discord.ext.test import backend
+from discord.ext.test import factories as facts
 
 from tests.discord.conftest import EVERY_MESSAGE, configured, run
 from tests.effects.harness import ScriptProvider, completed
@@ -86,3 +87,56 @@ class TestAttachments:
             return await read_attachment(attachment)
 
         assert run(main) == expected
+
+
+class TestThreads:
+    """A thread's first turn knows what the thread is about."""
+
+    def test_a_threads_first_turn_reads_the_message_it_was_started_from(self) -> None:
+        """A thread on "Plan the trip to Kyoto": the model reads that message, then the
+        question asked in the thread."""
+        provider = ScriptProvider(completed("Here are three."))
+
+        async def main() -> list[str]:
+            bot = ToolloopBot(
+                BotSettings(token="test", access=EVERY_MESSAGE),
+                provider=provider,
+                registry=ToolRegistry(),
+                intents=discord.Intents.all(),
+            )
+            await configured(bot)
+            config = dpytest.get_config()
+            opener = await dpytest.message("Plan the trip to Kyoto", channel=0)
+            await bot.turns.wait_idle()
+            provider.requests.clear()
+            thread = discord.Thread(
+                guild=opener.guild,  # type: ignore[arg-type]
+                state=backend.get_state(),
+                data={  # type: ignore[typeddict-item]
+                    "id": str(opener.id),  # a thread started from a message has its id
+                    "guild_id": str(opener.guild.id),  # type: ignore[union-attr]
+                    "parent_id": str(opener.channel.id),
+                    "owner_id": str(config.members[0].id),
+                    "name": "Kyoto",
+                    "type": 11,
+                    "message_count": 0,
+                    "member_count": 1,
+                    "rate_limit_per_user": 0,
+                    "thread_metadata": {
+                        "archived": False,
+                        "auto_archive_duration": 1440,
+                        "archive_timestamp": "2026-12-04T17:00:00+00:00",
+                        "locked": False,
+                    },
+                },
+            )
+            opener.guild._add_thread(thread)  # type: ignore[union-attr]
+            data = facts.make_message_dict(thread, config.members[1], content="And hotels?")
+            data["guild_id"] = opener.guild.id  # type: ignore[union-attr]
+            backend.get_state().parse_message_create(data)
+            await dpytest.run_all_events()
+            await bot.turns.wait_idle()
+            (request,) = provider.requests
+            return [item.content for item in request.once.context if item.kind != "system"]
+
+        assert run(main) == ["Plan the trip to Kyoto", "And hotels?"]

@@ -105,7 +105,7 @@ def _inspect(args: argparse.Namespace) -> int:
 def _discord(args: argparse.Namespace) -> int:
     from toolloop.tools.discord_bot import main
 
-    return main()
+    return main(config=args.config)
 
 
 def _mcp(args: argparse.Namespace) -> int:
@@ -154,6 +154,11 @@ def _add_inspect(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _add_discord(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("discord", help="run a Discord bot (environment: docs/discord.md)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="a TOML file of settings (docs/discord.md); environment variables override it",
+    )
     parser.set_defaults(run=_discord)
 
 

@@ -1,9 +1,9 @@
 """`toolloop discord`: a Discord bot with the OpenAI-compatible provider and the demo's two tools.
 
-Configured by the environment (`toolloop.effects.discord.bot`): `DISCORD_TOKEN`
-is required; without `TOOLLOOP_BASE_URL` the embedded demo model is served on
-loopback (and `OPENAI_API_KEY` is not read), so a bot token alone gives a
-working bot. A key the provider refuses is one line naming the variable.
+Configured by the environment or a TOML file (`toolloop.effects.discord.settings`):
+`DISCORD_TOKEN` is required; without `TOOLLOOP_BASE_URL` the embedded demo model is served on
+loopback (and `OPENAI_API_KEY` is not read), so a bot token alone gives a working bot. A key
+the provider refuses is one line naming the variable.
 """
 
 from __future__ import annotations
@@ -14,16 +14,26 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
-from toolloop.effects.discord.bot import BotSettings, MissingSetting, ToolloopBot
+import discord
+
+from toolloop.effects.discord.bot import ToolloopBot
+from toolloop.effects.discord.settings import TOKEN, BotSettings, MissingSetting
 from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry
 
 
-def main(env: Mapping[str, str] | None = None) -> int:
-    """Run the bot until interrupted; 2 with a one-line error when the configuration is wrong."""
+def main(env: Mapping[str, str] | None = None, config: Path | None = None) -> int:
+    """Run the bot until interrupted; 2 with a one-line error when the configuration is wrong.
+
+    `config` is a TOML file of settings, each overridden by its environment variable.
+    """
+    env = os.environ if env is None else env
     try:
-        settings = BotSettings.from_env(os.environ if env is None else env)
+        settings = (
+            BotSettings.from_env(env) if config is None else BotSettings.from_file(config, env)
+        )
     except ValueError as error:  # MissingSetting included
         kind = "missing setting" if isinstance(error, MissingSetting) else "bad setting"
         print(f"toolloop discord: {kind}: {error}", file=sys.stderr)
@@ -35,7 +45,23 @@ def main(env: Mapping[str, str] | None = None) -> int:
     except demo_model.BadKey as error:
         print(f"toolloop discord: bad setting: {error}", file=sys.stderr)
         return 2
+    except (discord.LoginFailure, discord.PrivilegedIntentsRequired) as error:
+        print(f"toolloop discord: {refused_login(error)}", file=sys.stderr)
+        return 2
     return 0
+
+
+def refused_login(error: discord.ClientException) -> str:
+    """What to do when Discord refused the bot's login, in one line."""
+    if isinstance(error, discord.PrivilegedIntentsRequired):
+        return (
+            "Discord refused the Message Content Intent: switch it on (Discord Developer "
+            "Portal > your application > Bot > Privileged Gateway Intents)"
+        )
+    return (
+        f"Discord refused {TOKEN}: it is not a valid bot token (Discord Developer Portal > "
+        "your application > Bot > Reset Token)"
+    )
 
 
 async def serve(settings: BotSettings) -> None:

@@ -1,6 +1,7 @@
 """toolloop on Discord (extra `toolloop[discord]`, discord.py 2.x): the channel adapter,
 the per-channel turn manager and a bot that runs the tool loop (docs/discord.md)."""
 
+from toolloop.effects.discord.access import Access, addressed
 from toolloop.effects.discord.adapter import (
     BotVoice,
     DeliveryError,
@@ -8,28 +9,41 @@ from toolloop.effects.discord.adapter import (
     Persona,
     Voice,
     WebhookVoice,
+    no_pings,
     notice_embed,
 )
-from toolloop.effects.discord.bot import BotSettings, MissingSetting, ToolloopBot
+from toolloop.effects.discord.bot import ChannelEvent, ChannelObserver, ToolloopBot
+from toolloop.effects.discord.messages import prompt, read_message
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
-from toolloop.effects.discord.split import cut_page
+from toolloop.effects.discord.settings import BadSetting, BotSettings, MissingSetting
+from toolloop.effects.discord.split import Page, cut_page, paginate
 from toolloop.effects.discord.turns import TurnManager, TurnRequest
 
 __all__ = [
+    "Access",
     "AnyioClock",
+    "BadSetting",
     "BotSettings",
     "BotVoice",
+    "ChannelEvent",
+    "ChannelObserver",
     "Clock",
     "DeliveryError",
     "DiscordChannel",
     "EditWindow",
     "MissingSetting",
+    "Page",
     "Persona",
     "ToolloopBot",
     "TurnManager",
     "TurnRequest",
     "Voice",
     "WebhookVoice",
+    "addressed",
     "cut_page",
+    "no_pings",
     "notice_embed",
+    "paginate",
+    "prompt",
+    "read_message",
 ]

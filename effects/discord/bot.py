@@ -1,7 +1,8 @@
 """A discord.py bot on toolloop: a bot author brings a provider, tools and a persona.
 
-`ToolloopBot` answers every message in the channels it can read through the
-`TurnManager` (one turn per channel at a time), speaks through `DiscordChannel`
+`ToolloopBot` answers the messages its access policy admits (by default those
+that mention it or reply to it, and direct messages: `access.Access`) through
+the `TurnManager` (one turn per channel at a time), speaks through `DiscordChannel`
 (one message per stream, the persona's webhook when one is configured), offers
 `/kill` as a slash command, and keeps a short transcript per channel as the
 model's context. `BotSettings.from_env` reads its configuration.
@@ -9,31 +10,38 @@ model's context. `BotSettings.from_env` reads its configuration.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
-from typing import TypeVar
+from collections.abc import Callable
 
 import attrs
 import discord
 from discord import app_commands
 
-from toolloop.effects.discord.adapter import DiscordChannel, Persona, Voice, WebhookVoice
+from toolloop.effects.discord.adapter import (
+    DiscordChannel,
+    Persona,
+    Place,
+    Voice,
+    WebhookVoice,
+    no_pings,
+)
+from toolloop.effects.discord.messages import read_message, thread_opener
 from toolloop.effects.discord.rate import Clock, EditWindow
-from toolloop.effects.discord.turns import Place, TurnManager, TurnRequest, from_a_user
-from toolloop.effects.observe import HostObserver
+from toolloop.effects.discord.settings import BotSettings
+from toolloop.effects.discord.turns import (
+    TurnManager,
+    TurnRequest,
+    as_delivered,
+    from_a_user,
+)
+from toolloop.effects.observe import HostEvent
 from toolloop.effects.ports import Provider, ToolRegistryPort
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.states import ContextItem, GenerationTurnResult, Sticker, TurnSettings
 from toolloop.states import Persona as TurnPersona
-from toolloop.states.errors import ToolloopError
 
 log = logging.getLogger("toolloop.discord")
-N = TypeVar("N", int, float)
-TOKEN = "DISCORD_TOKEN"
-BASE_URL, MODEL, API_KEY = "TOOLLOOP_BASE_URL", "TOOLLOOP_MODEL", "OPENAI_API_KEY"
-PERSONA, AVATAR = "TOOLLOOP_PERSONA_NAME", "TOOLLOOP_PERSONA_AVATAR_URL"
-STOP_PHRASE, THOUGHT_LOG = "TOOLLOOP_STOP_PHRASE", "TOOLLOOP_THOUGHT_LOG_CHANNEL"
-STALE = "TOOLLOOP_STALE_TURN_SECONDS"
 WEBHOOK_NAME = "toolloop"
 TRANSCRIPT = 40
 """How many recent messages of a channel the model sees."""
@@ -43,59 +51,15 @@ SYSTEM = (
 )
 
 
-class MissingSetting(ToolloopError, ValueError):
-    """A required environment variable is not set; the message names it."""
-
-
 @attrs.frozen(kw_only=True)
-class BotSettings:
-    """The bot's configuration (`from_env` reads it from the environment)."""
+class ChannelEvent:
+    """A host event of a turn (`toolloop.effects.observe`) and the channel of the turn."""
 
-    token: str
-    base_url: str | None = None
-    """An OpenAI-compatible endpoint; None serves the embedded demo model on loopback."""
-    model: str | None = None
-    api_key: str | None = None
-    persona: Persona | None = None
-    """Speak as this webhook identity; None speaks as the bot."""
-    stop_phrase: str | None = None
-    thought_log_channel: int | None = None
-    stale_turn_seconds: float = 600.0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> BotSettings:
-        """The settings in `env`; a missing token or a malformed number names its variable."""
-        token = env.get(TOKEN, "").strip()
-        if not token:
-            raise MissingSetting(
-                f"{TOKEN} is not set: put your bot's token there "
-                "(Discord Developer Portal > your application > Bot > Reset Token)"
-            )
-        name = env.get(PERSONA, "").strip()
-        return cls(
-            token=token,
-            base_url=env.get(BASE_URL) or None,
-            model=env.get(MODEL) or None,
-            api_key=env.get(API_KEY) or None,
-            persona=Persona(name=name, avatar_url=env.get(AVATAR) or None) if name else None,
-            stop_phrase=env.get(STOP_PHRASE) or None,
-            thought_log_channel=_number(env, THOUGHT_LOG, int),
-            stale_turn_seconds=_number(env, STALE, float) or 600.0,
-        )
+    channel_id: int
+    event: HostEvent
 
 
-def _number(env: Mapping[str, str], name: str, kind: type[N]) -> N | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        value = kind(raw)
-    except ValueError:
-        expected = "a whole number" if kind is int else "a number"
-        raise ValueError(f"{name} must be {expected}, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be above 0, got {raw!r}")
-    return value
+ChannelObserver = Callable[[ChannelEvent], None]
 
 
 class ToolloopBot(discord.Client):
@@ -109,13 +73,23 @@ class ToolloopBot(discord.Client):
         registry: ToolRegistryPort,
         clock: Clock | None = None,
         intents: discord.Intents | None = None,
-        on_event: HostObserver | None = None,
+        on_event: ChannelObserver | None = None,
+        mentions: discord.AllowedMentions | None = None,
     ) -> None:
-        """`on_event` sees every turn's host events (streams, tools, notices), e.g. to log them."""
+        """`on_event` sees every turn's host events (streams, tools, notices) with the
+        channel they happened in (`ChannelEvent`), e.g. to log them or keep a status line.
+
+        `mentions` is the mention policy of everything the bot sends; by default
+        (`no_pings`) the model's text pings no one but, with the setting
+        `ping_replied_user`, the author of the message a reply answers.
+        """
         if intents is None:
             intents = discord.Intents.default()
             intents.message_content = True
-        super().__init__(intents=intents)
+        if mentions is None:
+            mentions = no_pings(replied_user=settings.ping_replied_user)
+        super().__init__(intents=intents, allowed_mentions=mentions)
+        self.mentions = mentions
         self.settings, self.provider, self.registry = settings, provider, registry
         self.clock, self.on_event = clock, on_event
         self.tree = app_commands.CommandTree(self)
@@ -124,6 +98,8 @@ class ToolloopBot(discord.Client):
             self.open_channel,
             stop_phrase=settings.stop_phrase,
             stale_after=settings.stale_turn_seconds,
+            locale=settings.locale,
+            may_stop=settings.access.may_stop,
         )
         self.transcripts: dict[int, list[ContextItem]] = {}
         """Each channel's recent messages, oldest first (cut to `TRANSCRIPT` after each turn)."""
@@ -134,27 +110,54 @@ class ToolloopBot(discord.Client):
         )
 
     async def setup_hook(self) -> None:
-        """Register `/kill` with Discord."""
-        await self.tree.sync()
+        """Register `/kill` with Discord (`sync_commands`)."""
+        await sync_commands(self.tree)
 
     async def on_message(self, message: discord.Message) -> None:
+        """A stop phrase stops (never reaching the transcript); a message the access policy
+        answers goes to the transcript as the model reads it (`messages.read_message`),
+        after the message its thread was started from when it opens the thread's
+        transcript, and starts a turn."""
         if not from_a_user(message):
             return
+        if self.turns.is_stop_phrase(message):
+            await self.turns.on_message(message)
+            return
+        me = self.user.id if self.user is not None else 0
+        if not self.settings.access.answers(message, me, self.webhook_ids()):
+            return
+        text = await read_message(message, me)
+        if not text:  # nothing to answer: an empty prompt is never sent
+            return
         transcript = self._transcript(message.channel.id)
-        transcript.append(ContextItem(author=message.author.display_name, content=message.content))
+        if not transcript and isinstance(message.channel, discord.Thread):
+            opener = await thread_opener(message.channel)
+            if opener is not None and opener.id != message.id:
+                context = await read_message(opener, me)
+                transcript.append(ContextItem(author=opener.author.display_name, content=context))
+        transcript.append(ContextItem(author=message.author.display_name, content=text))
         await self.turns.on_message(message)
 
-    def kill_reply(self, channel_id: int) -> str:
-        """What `/kill` does in a channel and says about it."""
+    def webhook_ids(self) -> set[int]:
+        """The persona's webhooks: a reply to one of their messages is a reply to the bot."""
+        return {v.webhook.id for v in self._voices.values() if isinstance(v, WebhookVoice)}
+
+    def kill_reply(self, channel_id: int, user: discord.abc.User | None = None) -> str:
+        """What `/kill` by `user` does in a channel and says about it: only the people who
+        asked for the reply and moderators may stop it (`Access.may_stop`)."""
+        if user is not None and not self.turns.may_stop(channel_id, user):
+            return "Only the person who asked, or a moderator, can stop this reply."
         return "Stopped." if self.turns.kill(channel_id) else "Nothing to stop here."
 
     async def _kill_command(self, interaction: discord.Interaction) -> None:
-        reply = self.kill_reply(interaction.channel_id or 0)
-        await interaction.response.send_message(reply, ephemeral=True)
+        reply = self.kill_reply(interaction.channel_id or 0, interaction.user)
+        await interaction.response.send_message(
+            reply, ephemeral=True, allowed_mentions=self.mentions
+        )
 
     async def close(self) -> None:
-        """Let the running turns finish their messages, then disconnect."""
-        await self.turns.wait_idle()
+        """Stop the running turns (as `/kill` does) and their messages' editors, then disconnect."""
+        await self.turns.close()
         await super().close()
 
     # -- one turn --------------------------------------------------------------------------
@@ -171,6 +174,7 @@ class ToolloopBot(discord.Client):
             persona=await self.persona_voice(place),
             thought_log=thought_log,
             clock=self.clock,
+            mentions=self.mentions,
         )
 
     async def persona_voice(self, place: Place) -> Voice | None:
@@ -213,12 +217,14 @@ class ToolloopBot(discord.Client):
         guild = trigger.guild
         result = await run_generation_turn(
             turn=TurnSettings(
+                locale=self.settings.locale,
                 persona=TurnPersona(name=name),
                 context=(
                     ContextItem(kind="system", content=SYSTEM.format(name=name)),
                     *transcript[-TRANSCRIPT:],
                 ),
                 channel_id=str(place_id),
+                direct_message=isinstance(request.channel.place, discord.DMChannel),
                 user_id=str(trigger.author.id),
                 guild_id=str(guild.id) if guild is not None else None,
                 guild_stickers=tuple(
@@ -230,12 +236,17 @@ class ToolloopBot(discord.Client):
             channel=request.channel,
             control=request.control,
             reply_to=str(trigger.id),
-            on_event=self.on_event,
+            on_event=None if self.on_event is None else functools.partial(self._seen, place_id),
         )
+        result = await as_delivered(result, request.channel)  # only what Discord holds
         said = [ContextItem(author=name, content=r.text) for r in result.persona_responses]
         transcript[answered:answered] = said
         del transcript[:-TRANSCRIPT]
         return result
+
+    def _seen(self, channel_id: int, event: HostEvent) -> None:
+        assert self.on_event is not None
+        self.on_event(ChannelEvent(channel_id=channel_id, event=event))
 
     @property
     def user_name(self) -> str:
@@ -243,3 +254,16 @@ class ToolloopBot(discord.Client):
 
     def _transcript(self, place_id: int) -> list[ContextItem]:
         return self.transcripts.setdefault(place_id, [])
+
+
+async def sync_commands(tree: app_commands.CommandTree[discord.Client]) -> bool:
+    """Sync the global slash commands only when Discord's differ from the tree's (a name
+    or a description): a bulk sync on every start counts against a tight daily limit.
+    True when a sync was needed."""
+    remote = {(command.name, command.description) for command in await tree.fetch_commands()}
+    local = {(c.name, getattr(c, "description", "")) for c in tree.get_commands()}
+    if remote == local:
+        return False
+    await tree.sync()
+    log.info("synced the slash commands with Discord: %s", sorted(name for name, _ in local))
+    return True

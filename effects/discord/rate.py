@@ -1,7 +1,8 @@
-"""Discord's edit rate limit, kept on our side: at most 5 edits per 5 s per channel.
+"""Discord's rate limit, kept on our side: at most 5 messages or edits per 5 s per channel.
 
 `EditWindow` is pure (it is given the time), so its rule is tested without a
-clock; the adapter asks it when the next edit may go and records each edit.
+clock; the adapter asks it when the next request (a new message or an edit) may
+go and records each one.
 `Clock` is the time port the adapter sleeps on: anyio's in a bot, a virtual one
 in tests.
 """
@@ -14,11 +15,11 @@ from typing import Protocol
 import anyio
 
 EDITS, PERIOD = 5, 5.0
-"""Discord allows 5 message edits per 5 seconds in a channel."""
+"""Discord allows 5 messages or edits per 5 seconds in a channel."""
 
 
 class EditWindow:
-    """The times of the last edits in one channel, and when the next may go."""
+    """The times of one channel's last messages and edits, and when the next may go."""
 
     def __init__(self, edits: int = EDITS, period: float = PERIOD) -> None:
         if edits < 1 or period <= 0:
@@ -29,18 +30,22 @@ class EditWindow:
         self.period = period
         self._times: collections.deque[float] = collections.deque(maxlen=edits)
 
-    def next_at(self, now: float) -> float:
-        """The earliest time, not before `now`, at which one more edit keeps the limit.
+    def next_at(self, now: float, *, spread: bool = True) -> float:
+        """The earliest time, not before `now`, at which one more request keeps the limit.
 
-        Edits are also spread out (one per `period / edits`), so a fast stream
-        shows steady progress rather than a burst of five and then a pause.
+        With `spread`, requests are also spread out (one per `period / edits`), so
+        a fast stream shows steady progress rather than a burst of five and then
+        a pause; a stream's first message, which the model's stream waits for,
+        keeps only the limit.
         """
         if not self._times:
             return now
-        spread = self._times[-1] + self.period / (self._times.maxlen or 1)
-        if len(self._times) < (self._times.maxlen or 0):
-            return max(now, spread)
-        return max(now, spread, self._times[0] + self.period)
+        at = now
+        if spread:
+            at = max(at, self._times[-1] + self.period / (self._times.maxlen or 1))
+        if len(self._times) == self._times.maxlen:
+            at = max(at, self._times[0] + self.period)
+        return at
 
     def record(self, at: float) -> None:
         """An edit went at `at` (never earlier than `next_at` said)."""

@@ -15,7 +15,11 @@ import discord
 import discord.ext.test as dpytest
 from discord.ext.test import backend, callbacks
 
+from toolloop.effects.discord import Access
+
 T = TypeVar("T")
+EVERY_MESSAGE = Access(answer_all=True)
+"""For tests about turns, not about whom the bot answers (test_access.py)."""
 
 
 def run(main: Callable[[], Awaitable[T]]) -> T:
@@ -58,6 +62,34 @@ class Edits:
     async def _edited(self, channel: Any, message: discord.Message, fields: Any) -> None:
         content = fields["params"].payload.get("content")
         self.log.append((self.clock.now(), message.id, content))
+
+
+class Requests:
+    """Every message the bot created and every edit dpytest saw, with its virtual time.
+
+    Made after `configured`, whose dpytest callback for new messages it wraps.
+    """
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self.log: list[tuple[float, str, str]] = []
+        """(time, "send" | "edit", content), in order."""
+        sent = callbacks.get_callback("send_message")
+
+        async def on_send(message: discord.Message) -> None:
+            self.log.append((clock.now(), "send", message.content))
+            await sent(message)
+
+        callbacks.set_callback(on_send, "send_message")
+        callbacks.set_callback(self._edited, "edit_message")
+
+    async def _edited(self, channel: Any, message: discord.Message, fields: Any) -> None:
+        self.log.append((self.clock.now(), "edit", fields["params"].payload.get("content")))
+
+    def most_in_any(self, seconds: float) -> int:
+        """The most requests that went in any `seconds`-long span."""
+        times = [at for at, _, _ in self.log]
+        return max((sum(1 for t in times if s <= t < s + seconds) for s in times), default=0)
 
 
 async def configured(client: discord.Client | None = None, channels: int = 2) -> discord.Client:

@@ -14,6 +14,7 @@ from discord.ext.test import callbacks
 
 from tests.discord.conftest import (
     Edits,
+    Requests,
     VirtualClock,
     channel,
     configured,
@@ -100,7 +101,7 @@ class TestStreaming:
             return contents(channel()), [at for at, _, _ in edits.log]
 
         texts, times = run(main)
-        assert texts == ["".join(f"w{i} " for i in range(300))]
+        assert texts == ["".join(f"w{i} " for i in range(300)).rstrip()]
         assert 1 <= len(times) <= 5
         assert all(later - earlier >= 1.0 for earlier, later in itertools.pairwise(times))
 
@@ -120,6 +121,7 @@ class TestStreaming:
             port.stream_started(span())
             await port.send_text("0 ", reply_to=None)
             await port.send_text("1 ", reply_to=None)
+            clock.advance(1.0)  # the first message took a slot: the edit's comes a second later
             await held.wait()  # the editor is inside Discord's edit now
             # The edit hangs until `release`: sending must not wait for it, or this
             # raises TimeoutError (the failure this test exists for; not a timing bound).
@@ -132,7 +134,7 @@ class TestStreaming:
             return contents(channel())
 
         texts = run(main)
-        assert texts == ["".join(f"{i} " for i in range(100))]
+        assert texts == ["".join(f"{i} " for i in range(100)).rstrip()]
 
     def test_each_stream_gets_its_own_message(self) -> None:
         """Two streams of a tool chain are two messages."""
@@ -187,6 +189,60 @@ class TestSplitting:
         )
         assert len(first) <= 2000
 
+    def test_a_long_reply_takes_a_rate_limit_slot_for_every_message(self) -> None:
+        """25,000 characters in one chunk: 13 new messages and their edits, never more than
+        5 requests in any 5 virtual seconds, and the pages hold the whole reply."""
+        reply = "".join(f"Line {n} of a long answer.\n" for n in range(1000))
+
+        async def main() -> tuple[list[str], Requests]:
+            await configured()
+            clock = VirtualClock()
+            requests = Requests(clock)
+            port = await DiscordChannel(channel(), window=EditWindow(), clock=clock).__aenter__()
+            await stream_into(port, [reply], clock, every=0.1)
+            await settle(port, clock)
+            return contents(channel()), requests
+
+        texts, requests = run(main)
+        assert "\n".join(texts) + "\n" == reply
+        assert [kind for _, kind, _ in requests.log].count("send") == len(texts) == 14
+        assert requests.most_in_any(5.0) <= 5
+
+    def test_a_fence_with_a_long_first_line_is_two_messages(self) -> None:
+        """Issue 20's flood ("```" and 2,500 characters, no newline: 3,900 messages in 4 s)
+        is two messages now, the second holding the rest of the line."""
+        reply = "```" + "x" * 2500
+
+        async def main() -> list[str]:
+            await configured()
+            clock = VirtualClock()
+            port = await DiscordChannel(channel(), window=EditWindow(), clock=clock).__aenter__()
+            await stream_into(port, [reply[i : i + 100] for i in range(0, 2503, 100)], clock, 0.1)
+            await settle(port, clock)
+            return contents(channel())
+
+        assert run(main) == [reply[:2000], reply[2000:]]
+
+    def test_stop_ends_the_editors_at_once(self) -> None:
+        """With pages still to send and the rate limit's clock stopped, `stop` lets the turn's
+        channel close without another request."""
+        reply = "word " * 5000
+
+        async def main() -> tuple[int, int]:
+            await configured()
+            requests = Requests(clock := VirtualClock())
+            # without `stop`, leaving the block waits for a clock that never moves
+            with anyio.fail_after(5):
+                async with DiscordChannel(channel(), window=EditWindow(), clock=clock) as port:
+                    port.stream_started(span())
+                    await port.send_text(reply, reply_to=None)
+                    port.stream_ended(span())
+                    before = len(requests.log)
+                    port.stop()
+            return before, len(requests.log)
+
+        assert run(main) == (1, 1)
+
 
 class TestNotices:
     """Notices are embeds by value; hidden ones go to the thought log or nowhere."""
@@ -211,6 +267,26 @@ class TestNotices:
             return embeds(channel())
 
         assert [(e.description, e.colour) for e in run(main)] == [(f"a {level}", colour)]
+
+    def test_a_tools_progress_is_one_status_line_edited_in_place(self) -> None:
+        """Three progress notices are one message showing the last; after a new stream,
+        the next progress notice starts a new status line below it."""
+
+        def progress(text: str) -> Notice:
+            return Notice(key="tool_progress", level="info", text=text, hidden=False, iteration=1)
+
+        async def main() -> list[str | None]:
+            await configured()
+            clock = VirtualClock()
+            async with DiscordChannel(channel(), window=EditWindow(), clock=clock) as port:
+                for text in ("1 of 3 pages", "2 of 3 pages", "3 of 3 pages"):
+                    await port.send_notice(progress(text))
+                    clock.advance(1.0)
+                await stream_into(port, ["Found it."], clock, every=1.0, iteration=1)
+                await port.send_notice(progress("checking"))
+            return [e.description for e in embeds(channel())]
+
+        assert run(main) == ["3 of 3 pages", "checking"]
 
     def test_a_hidden_notice_goes_to_the_thought_log_channel(self) -> None:
         """`send_hidden_notice` posts the embed in the thought-log channel, not the turn's."""
@@ -375,12 +451,19 @@ class TestWebhookIdentity:
         requests, ids, bot_messages = run(main)
         executed = [r.body for r in requests if r.method == "POST"]
         assert executed == [
-            {"content": "Hello ", "username": "Tomo", "avatar_url": AVATAR, "tts": False},
+            {
+                "content": "Hello",
+                "username": "Tomo",
+                "avatar_url": AVATAR,
+                "tts": False,
+                "allowed_mentions": {"parse": [], "replied_user": True},
+            },
             {
                 "embeds": [notice_embed(notice("warning", identity="Tomo")).to_dict()],
                 "username": "Tomo",
                 "avatar_url": AVATAR,
                 "tts": False,
+                "allowed_mentions": {"parse": [], "replied_user": True},
             },
         ]
         edits = [(r.message_id, r.body["content"]) for r in requests if r.method == "PATCH"]

@@ -18,11 +18,20 @@ import discord
 import discord.ext.test as dpytest
 import pytest
 
-from tests.discord.conftest import channel, configured, contents, deny_sending, run
+from tests.discord.conftest import (
+    EVERY_MESSAGE,
+    Requests,
+    VirtualClock,
+    channel,
+    configured,
+    contents,
+    deny_sending,
+    run,
+)
 from tests.effects.harness import Script, ScriptProvider, calling, completed, silent
-from toolloop.effects.discord import BotSettings, ToolloopBot
+from toolloop.effects.discord import BotSettings, ChannelEvent, ToolloopBot
 from toolloop.effects.discord.bot import TRANSCRIPT
-from toolloop.effects.observe import HostEvent, StreamFinished
+from toolloop.effects.observe import HostEvent, StreamFinished, TurnFinished
 from toolloop.effects.ports import Provider, StreamRequest, StreamSink
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
@@ -36,16 +45,27 @@ class Bot:
     """A ToolloopBot on dpytest, with the host events it reported."""
 
     def __init__(
-        self, provider: Provider, registry: ToolRegistry | None = None, **settings: object
+        self,
+        provider: Provider,
+        registry: ToolRegistry | None = None,
+        clock: VirtualClock | None = None,
+        **settings: object,
     ) -> None:
         self.events: list[HostEvent] = []
+        self.finished_in: list[int] = []
+        """The channel of each TurnFinished event."""
         self.client = ToolloopBot(
-            BotSettings(token="test", **settings),  # type: ignore[arg-type]
+            BotSettings(token="test", access=EVERY_MESSAGE, **settings),  # type: ignore[arg-type]
             provider=provider,
             registry=registry or ToolRegistry(),
+            clock=clock,
             intents=discord.Intents.all(),
-            on_event=self.events.append,
+            on_event=self.seen,
         )
+
+    def seen(self, seen: ChannelEvent) -> None:
+        self.events.append(seen.event)
+        self.finished_in.extend([seen.channel_id] if isinstance(seen.event, TurnFinished) else [])
 
     def statuses(self) -> list[StreamStatus]:
         return [e.status for e in self.events if isinstance(e, StreamFinished)]
@@ -111,6 +131,21 @@ class TestTurns:
         assert first == ["one", f"Done in {str(ids[0])[-4:]}."]
         assert second == ["two", f"Done in {str(ids[1])[-4:]}."]
 
+    def test_the_observer_sees_each_event_with_its_channel(self) -> None:
+        """`on_event` gets `ChannelEvent`s: each turn's finish names the channel it ran in."""
+
+        async def main() -> tuple[list[int], list[int]]:
+            bot = Bot(ScriptProvider(completed("A."), completed("B.")))
+            await configured(bot.client)
+            await dpytest.message("one", channel=0)
+            await bot.idle()
+            await dpytest.message("two", channel=1)
+            await bot.idle()
+            return bot.finished_in, [channel(0).id, channel(1).id]
+
+        finished_in, ids = run(main)
+        assert finished_in == ids
+
 
 class TestStops:
     """`/kill` and the stop phrase stop the running turn; nothing leaks into the next."""
@@ -148,7 +183,7 @@ class TestStops:
 
         bot, provider, texts = self.run_killed(kill, silent("Thinking", started=point), point)
         assert replies == ["Stopped."]
-        assert texts == ["go", "Thinking", "again", "Fresh start."]
+        assert texts == ["go", "Thinking\n-# stopped", "again", "Fresh start."]
         assert len(provider.cancelled_at) == 1
         assert bot.statuses() == [StreamStatus.STOPPED_BY_USER, StreamStatus.COMPLETED]
 
@@ -163,7 +198,7 @@ class TestStops:
             kill, calling("search", text="Searching."), started, search_tool(started, gate, log)
         )
         assert log == ["cancelled"]
-        assert texts == ["go", "Searching.", "again", "Fresh start."]
+        assert texts == ["go", "Searching.\n-# stopped", "again", "Fresh start."]
         assert len(provider.requests) == 2  # the killed turn's one call, then the next turn's
 
     def test_the_stop_phrase_is_a_genuine_stop(self) -> None:
@@ -176,7 +211,7 @@ class TestStops:
         bot, _, texts = self.run_killed(
             say_stop, silent("Thinking", started=point), point, stop_phrase="stop please"
         )
-        assert texts == ["go", "Thinking", "  STOP please ", "again", "Fresh start."]
+        assert texts == ["go", "Thinking\n-# stopped", "  STOP please ", "again", "Fresh start."]
         assert bot.statuses() == [StreamStatus.STOPPED_BY_USER, StreamStatus.COMPLETED]
 
     def test_kill_with_no_turn_says_so(self) -> None:
@@ -210,9 +245,88 @@ class TestStops:
 
         with caplog.at_level(logging.WARNING, logger="toolloop.discord"):
             texts, place = run(main)
-        assert texts == ["go", "Thinking", "again", "Back."]
+        assert texts == ["go", "Thinking\n-# cut off: this reply took too long", "again", "Back."]
         ours = [r.getMessage() for r in caplog.records if r.name == "toolloop.discord"]
         assert ours == [f"the turn in channel {place} outlived 0.2 s and was cancelled"]
+
+
+class TestLongReplies:
+    """A reply of many pages is bounded by a kill, a shutdown and the stale timeout.
+
+    The adapter's clock is a virtual one that never moves: after the reply's
+    first message every request waits for a rate-limit slot that never comes,
+    so the turn's channel could close only when its editors are stopped. Each
+    test would hang without the fix; `fail_after` turns the hang into a failure.
+    """
+
+    REPLY = "A long answer, line after line.\n" * 2000
+
+    def test_kill_stops_the_writer_of_a_long_reply(self) -> None:
+        """`/kill` after the model finished: one edit marks the page shown as stopped, no
+        page follows, and the channel answers again."""
+        clock = VirtualClock()
+        bot = Bot(ScriptProvider(completed(self.REPLY), completed("Next.")), clock=clock)
+
+        async def main() -> tuple[str, list[tuple[str, str]], list[str]]:
+            await configured(bot.client)
+            requests = Requests(clock)
+            await dpytest.message("go", channel=0)
+            while not bot.statuses():  # the model's stream ended; the editor is behind
+                await anyio.sleep(0.01)
+            reply = bot.client.kill_reply(channel(0).id)
+            with anyio.fail_after(5):
+                await bot.idle()
+            sent = [(kind, text) for _, kind, text in requests.log]
+            clock.advance(5.0)  # the next turn may take a slot
+            await dpytest.message("again", channel=0)
+            await bot.idle()
+            return reply, sent, contents(channel(0))
+
+        reply, sent, texts = run(main)
+        assert reply == "Stopped."
+        (first, page), (edit, marked) = sent  # the reply's first page, then its marker only
+        assert (first, edit, marked) == ("send", "edit", page + "\n-# stopped")
+        assert texts == ["go", marked, "again", "Next."]
+
+    def test_closing_the_bot_stops_the_writer_of_a_long_reply(self) -> None:
+        """`close()` stops the running turn and its editors, then disconnects."""
+        clock = VirtualClock()
+        bot = Bot(ScriptProvider(completed(self.REPLY)), clock=clock)
+
+        async def main() -> bool:
+            await configured(bot.client)
+            await dpytest.message("go", channel=0)
+            while not bot.statuses():
+                await anyio.sleep(0.01)
+            bot.client.ws = None  # type: ignore[assignment]  # dpytest's has no socket to close
+            with anyio.fail_after(5):
+                await bot.client.close()
+            return bot.client.turns.busy(channel(0).id)
+
+        assert run(main) is False
+
+    def test_the_stale_timeout_covers_the_channels_exit(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The model finished at once, but the editors would take forever: the stale timeout
+        (0.3 s) cancels the turn while its channel closes, and says so."""
+        bot = Bot(ScriptProvider(completed(self.REPLY)), clock=VirtualClock())
+        bot.client.turns = type(bot.client.turns)(
+            bot.client.respond, bot.client.open_channel, stale_after=0.3
+        )
+
+        async def main() -> int:
+            await configured(bot.client)
+            await dpytest.message("go", channel=0)
+            with anyio.fail_after(5):
+                await bot.idle()
+            return channel(0).id
+
+        with caplog.at_level(logging.WARNING, logger="toolloop.discord"):
+            place = run(main)
+        assert bot.statuses() == [StreamStatus.COMPLETED]
+        ours = [r.getMessage() for r in caplog.records if r.name == "toolloop.discord"]
+        assert ours == [f"the turn in channel {place} outlived 0.3 s and was cancelled"]
 
 
 class TestFollowUps:

@@ -38,3 +38,14 @@ def test_a_window_needs_a_positive_size() -> None:
         match=r"^an edit window needs edits >= 1 and period > 0 \(got edits=0, period=5.0\)$",
     ):
         EditWindow(edits=0)
+
+
+def test_a_streams_first_message_keeps_only_the_limit() -> None:
+    """Without spreading, a request goes at once until five went in the last 5 s."""
+    window = EditWindow()
+    assert window.next_at(0.0) == 0.0
+    window.record(0.0)
+    assert (window.next_at(0.1), window.next_at(0.1, spread=False)) == (1.0, 0.1)
+    for _ in range(4):
+        window.record(0.1)
+    assert window.next_at(0.2, spread=False) == 5.0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from toolloop.effects.discord import BotSettings, MissingSetting, Persona
+from toolloop.effects.discord import Access, BadSetting, BotSettings, MissingSetting, Persona
 from toolloop.tools.cli import main
 
 
@@ -24,6 +27,8 @@ class TestFromEnv:
                 "TOOLLOOP_STOP_PHRASE": "stop",
                 "TOOLLOOP_THOUGHT_LOG_CHANNEL": "123456789012345678",
                 "TOOLLOOP_STALE_TURN_SECONDS": "90",
+                "TOOLLOOP_PING_REPLIED_USER": " Off ",
+                "TOOLLOOP_LOCALE": "de",
             }
         )
         assert settings == BotSettings(
@@ -35,6 +40,8 @@ class TestFromEnv:
             stop_phrase="stop",
             thought_log_channel=123456789012345678,
             stale_turn_seconds=90.0,
+            ping_replied_user=False,
+            locale="de",
         )
 
     def test_a_blank_token_is_missing(self) -> None:
@@ -48,17 +55,73 @@ class TestFromEnv:
             (
                 "TOOLLOOP_THOUGHT_LOG_CHANNEL",
                 "#thoughts",
-                "must be a whole number, got '#thoughts'",
+                "must be a whole number written with the digits 0-9, got '#thoughts'",
             ),
-            ("TOOLLOOP_STALE_TURN_SECONDS", "-5", "must be above 0, got '-5'"),
+            (
+                "TOOLLOOP_THOUGHT_LOG_CHANNEL",
+                "0",
+                "must be from 1 to 18446744073709551615, got '0'",
+            ),
+            (
+                "TOOLLOOP_THOUGHT_LOG_CHANNEL",
+                "18446744073709551616",
+                "must be from 1 to 18446744073709551615, got '18446744073709551616'",
+            ),
+            ("TOOLLOOP_STALE_TURN_SECONDS", "0.5", "must be from 1 to 86400, got '0.5'"),
+            ("TOOLLOOP_STALE_TURN_SECONDS", "86401", "must be from 1 to 86400, got '86401'"),
         ],
     )
-    def test_a_malformed_number_names_its_variable(
+    def test_a_number_out_of_range_names_its_variable(
         self, name: str, value: str, message: str
     ) -> None:
-        """Not a number, or not above zero: a ValueError naming the variable and the value."""
-        with pytest.raises(ValueError, match=f"^{name} {message}$"):
+        """Not a number, or outside its range: an error naming the variable and the value."""
+        with pytest.raises(BadSetting, match=f"^{re.escape(name + ' ' + message)}$"):
             BotSettings.from_env({"DISCORD_TOKEN": "abc", name: value})
+
+    @pytest.mark.parametrize(
+        "value",
+        ["nan", "inf", "-inf", "1e309", "1e-320", "-5", "1_000", "٩٠", "９０", "\u200390", "9\n0"],
+    )
+    @pytest.mark.parametrize(
+        ("name", "expected"),
+        [
+            ("TOOLLOOP_STALE_TURN_SECONDS", "a number written with the digits 0-9 and at most "),
+            ("TOOLLOOP_THOUGHT_LOG_CHANNEL", "a whole number written with the digits 0-9, got "),
+        ],
+    )
+    def test_what_python_reads_as_a_number_is_refused_by_name(
+        self, name: str, expected: str, value: str
+    ) -> None:
+        """Issue 20: `float` and `int` take nan, inf, 1e309 (inf), 1e-320 (a subnormal),
+        underscores and other scripts' digits; the settings take ASCII decimals only, and
+        the error quotes the value as a Python literal (a newline cannot forge a log line)."""
+        with pytest.raises(BadSetting) as raised:
+            BotSettings.from_env({"DISCORD_TOKEN": "abc", name: value})
+        message = str(raised.value)
+        assert message.startswith(f"{name} must be {expected}")
+        assert message.endswith(f"got {value!r}") and "\n" not in message
+
+    def test_a_switch_is_true_or_false_by_name(self) -> None:
+        """A yes/no setting takes true/false, yes/no, on/off, 1/0; anything else is named."""
+        with pytest.raises(
+            BadSetting, match=r"^TOOLLOOP_PING_REPLIED_USER must be true or false, got 'maybe'$"
+        ):
+            BotSettings.from_env({"DISCORD_TOKEN": "abc", "TOOLLOOP_PING_REPLIED_USER": "maybe"})
+
+    def test_a_locale_is_a_language_tag_by_name(self) -> None:
+        """Something that is not a language tag is refused, naming the variable."""
+        with pytest.raises(
+            BadSetting,
+            match=r"^TOOLLOOP_LOCALE must be a language tag such as en, de or ja, got '../x'$",
+        ):
+            BotSettings.from_env({"DISCORD_TOKEN": "abc", "TOOLLOOP_LOCALE": "../x"})
+
+    def test_ascii_blanks_around_a_number_are_trimmed(self) -> None:
+        """Spaces and a trailing newline from a shell or a file are not part of the value."""
+        settings = BotSettings.from_env(
+            {"DISCORD_TOKEN": "abc", "TOOLLOOP_STALE_TURN_SECONDS": " 2.5 "}
+        )
+        assert settings.stale_turn_seconds == 2.5
 
 
 def test_toolloop_discord_without_a_token_exits_2_naming_the_variable(
@@ -75,13 +138,100 @@ def test_toolloop_discord_without_a_token_exits_2_naming_the_variable(
     )
 
 
+@pytest.mark.parametrize("value", ["ten", "nan"])
 def test_toolloop_discord_with_a_bad_number_exits_2_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
     """A malformed stale timeout is one line naming the variable and the value."""
     monkeypatch.setenv("DISCORD_TOKEN", "abc")
-    monkeypatch.setenv("TOOLLOOP_STALE_TURN_SECONDS", "ten")
+    monkeypatch.setenv("TOOLLOOP_STALE_TURN_SECONDS", value)
     assert main(["discord"]) == 2
     assert capsys.readouterr().err == (
-        "toolloop discord: bad setting: TOOLLOOP_STALE_TURN_SECONDS must be a number, got 'ten'\n"
+        "toolloop discord: bad setting: TOOLLOOP_STALE_TURN_SECONDS must be a number written "
+        f"with the digits 0-9 and at most one decimal point, got '{value}'\n"
     )
+
+
+class TestFromFile:
+    """A TOML file beside the environment: keys named like the variables, errors by key."""
+
+    def test_every_key_is_read_and_the_environment_wins(self, tmp_path: Path) -> None:
+        """Numbers, switches and id lists as TOML values; a set variable overrides its key."""
+        config = tmp_path / "bot.toml"
+        config.write_text(
+            'token = "from-file"\n'
+            'persona_name = "Tomo"\n'
+            "stale_turn_seconds = 90\n"
+            "ping_replied_user = false\n"
+            'locale = "ja"\n'
+            "allow_roles = [11, 22]\n"
+            'moderator_roles = ["33"]\n'
+            "direct_messages = false\n",
+            "utf-8",
+        )
+        settings = BotSettings.from_file(config, {"TOOLLOOP_LOCALE": "de", "OTHER": "x"})
+        assert settings == BotSettings(
+            token="from-file",
+            persona=Persona(name="Tomo"),
+            stale_turn_seconds=90.0,
+            ping_replied_user=False,
+            locale="de",
+            access=Access(
+                allow_roles=frozenset({11, 22}),
+                moderator_roles=frozenset({33}),
+                direct_messages=False,
+            ),
+        )
+
+    @pytest.mark.parametrize(
+        ("line", "message"),
+        [
+            ("stale_turn_seconds = nan", "stale_turn_seconds must be a number written with"),
+            ("stale_turn_seconds = 1e309", "stale_turn_seconds must be a number written with"),
+            ("thought_log_channel = 0", "thought_log_channel must be from 1 to "),
+            ("allow_users = [1, true]", "allow_users must be text, a number, true or false, or "),
+            ("ping_replied_user = 'sometimes'", "ping_replied_user must be true or false, got "),
+            ("stale_seconds = 5", "unknown key 'stale_seconds' (the keys are: allow_channels, "),
+            ("[bot]", "unknown key 'bot' (the keys are: "),
+            ("token = ", "not valid TOML: "),
+        ],
+    )
+    def test_a_bad_value_names_the_file_and_the_key(
+        self, tmp_path: Path, line: str, message: str
+    ) -> None:
+        """The error starts with the file's path and the key, as the admin wrote them."""
+        config = tmp_path / "bot.toml"
+        config.write_text(f'token = "t"\n{line}\n' if "token" not in line else line, "utf-8")
+        with pytest.raises(BadSetting) as raised:
+            BotSettings.from_file(config, {})
+        assert str(raised.value).startswith(f"{config}: {message}")
+
+    def test_toolloop_discord_reads_the_file_and_names_a_bad_key_in_one_line(
+        self,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """`toolloop discord --config bot.toml` with a bad key: one line, exit 2."""
+        monkeypatch.delenv("DISCORD_TOKEN", raising=False)
+        config = tmp_path / "bot.toml"
+        config.write_text('token = "t"\nlocale = "../x"\n', "utf-8")
+        assert main(["discord", "--config", str(config)]) == 2
+        assert capsys.readouterr().err == (
+            f"toolloop discord: bad setting: {config}: locale must be a language tag such as "
+            "en, de or ja, got '../x'\n"
+        )
+
+    def test_the_guides_sample_file_is_valid(self, tmp_path: Path) -> None:
+        """docs/discord.md's TOML sample reads as the settings it shows."""
+        guide = (Path(__file__).parents[2] / "docs" / "discord.md").read_text("utf-8")
+        (sample,) = re.findall(r"^```toml\n(.*?)^```$", guide, re.MULTILINE | re.DOTALL)
+        config = tmp_path / "bot.toml"
+        config.write_text(sample, "utf-8")
+        settings = BotSettings.from_file(config, {"DISCORD_TOKEN": "t"})
+        assert (settings.persona, settings.stale_turn_seconds, settings.locale) == (
+            Persona(name="Tomo"),
+            300.0,
+            "de",
+        )
+        assert settings.access.answer_channels == frozenset({123456789012345678})

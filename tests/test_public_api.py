@@ -77,6 +77,8 @@ FACADES = {
         *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),
         *("TurnRequest", "EditWindow", "Voice", "BotVoice", "WebhookVoice", "Clock"),
         *("AnyioClock", "cut_page", "notice_embed", "DeliveryError", "MissingSetting"),
+        *("Access", "addressed", "read_message", "prompt", "no_pings", "paginate", "Page"),
+        *("ChannelEvent", "ChannelObserver", "BadSetting"),
     },
 }
 SUBPACKAGES = {

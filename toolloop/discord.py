@@ -6,6 +6,16 @@ discord.py; `import toolloop` does not.
 """
 
 from toolloop.effects.discord import (
+    Access,
+    BadSetting,
+    ChannelEvent,
+    ChannelObserver,
+    Page,
+    addressed,
+    no_pings,
+    paginate,
+    prompt,
+    read_message,
     AnyioClock,
     BotSettings,
     BotVoice,
@@ -29,6 +39,12 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "ToolloopBot",
     "BotSettings",
     "Persona",
+    # who it answers, what it reads of a message, whom it may ping
+    "Access",
+    "addressed",
+    "read_message",
+    "prompt",
+    "no_pings",
     # its parts, for a bot of your own
     "DiscordChannel",
     "TurnManager",
@@ -40,8 +56,14 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "Clock",
     "AnyioClock",
     "cut_page",
+    "paginate",
+    "Page",
     "notice_embed",
+    # what it tells an observer
+    "ChannelEvent",
+    "ChannelObserver",
     # errors
     "DeliveryError",
     "MissingSetting",
+    "BadSetting",
 ]

@@ -1,4 +1,4 @@
-"""toolloop on Discord (extra `toolloop[discord]`, discord.py 2.x): the channel adapter,
+"""toolloop on Discord (extra `toolloop-engine[discord]`, discord.py 2.x): the channel adapter,
 the per-channel turn manager and a bot that runs the tool loop (docs/discord.md)."""
 
 from toolloop.effects.discord.access import Access, addressed

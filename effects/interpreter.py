@@ -34,6 +34,7 @@ against anyio only: it runs on trio and is simply awaited by an asyncio bot.
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -250,13 +251,35 @@ class _Call:
 
 
 class _ToolRun(_Call):
-    __slots__ = ("started",)
+    __slots__ = ("started", "timeout_ms")
 
     def __init__(
-        self, effect: fx.DispatchTool, runner: TaskHandle[None], alarm: _Alarm, timeout: float
+        self, effect: fx.DispatchTool, runner: TaskHandle[None], alarm: _Alarm, timeout_ms: int
     ) -> None:
         self.started = alarm.now()
-        super().__init__(effect, runner, alarm, self.started + timeout)
+        self.timeout_ms = timeout_ms
+        super().__init__(effect, runner, alarm, self.started + timeout_ms / 1000)
+
+
+class _Started:
+    """A call of a batch started beside others (`StartTool`): its own task, timer and kill.
+
+    `open` until its outcome is decided: it settled, its timer ran out or a kill
+    ended it; a result that comes after that is dropped.
+    """
+
+    __slots__ = ("deadline", "effect", "open", "scope", "started", "timeout_ms")
+
+    def __init__(self, effect: fx.StartTool, started: float, timeout_ms: int) -> None:
+        self.effect, self.started, self.timeout_ms = effect, started, timeout_ms
+        self.deadline = started + timeout_ms / 1000
+        self.scope = anyio.CancelScope()
+        self.open = True
+
+    def end(self) -> None:
+        """Its outcome is decided: cancel what still runs of it (a straggler runs on)."""
+        self.open = False
+        self.scope.cancel()
 
 
 class _Sink(_Call):
@@ -384,8 +407,18 @@ class _Interpreter:
     _killed: KillSignal = attrs.field(init=False)
     """The turn's kill signal, read once: the attempt belongs to one turn."""
     _stream_timeout: float = attrs.field(init=False)
-    _tool_timeout: float = attrs.field(init=False)
-    """The two call timeouts in seconds."""
+    _started: dict[int, _Started] = attrs.field(init=False, factory=dict)
+    """The calls of a batch running side by side, by their position in it (SPEC 6b)."""
+    _settled: collections.deque[tuple[_Started, ToolResult]] = attrs.field(
+        init=False, factory=collections.deque
+    )
+    """Started calls whose outcome is decided, in that order, not yet reported."""
+    _batch_woken: anyio.Event | None = attrs.field(init=False, default=None)
+    """Set when a started call settles or is killed, for the runner waiting on the batch."""
+    _batch_kill: bool = attrs.field(init=False, default=False)
+    """The batch's kill handle is registered: while any started call is not reported."""
+    _batch_error: Exception | None = attrs.field(init=False, default=None)
+    """What a started call's registry raised: the attempt's failure, as for one call."""
     _state: IterationState = attrs.field(init=False)
     """The state the awaited effect of the last step answers to (set by `supervise`)."""
     _runner: TaskHandle[None] = attrs.field(init=False)
@@ -397,7 +430,6 @@ class _Interpreter:
         """Start the runner and watch its calls until the attempt has its outcome."""
         self._killed = self.control.killed
         self._stream_timeout = self.config.stream_sdk_call_timeout_ms / 1000
-        self._tool_timeout = self.config.tool_execution_timeout_ms / 1000
         self._state = initial_state(self.config, self.turn)
         self._spawn(self._state, TurnStarted())
         alarm = self._alarm
@@ -467,9 +499,7 @@ class _Interpreter:
         name = call.effect.call.name
         if call.killed:
             return _failure(f"Tool {name} was killed")
-        return _failure(
-            f"Tool {name} timed out after {_seconds(self.config.tool_execution_timeout_ms)} s"
-        )
+        return _timed_out(name, call.timeout_ms)
 
     # -- the runner ------------------------------------------------------------------------
 
@@ -501,9 +531,11 @@ class _Interpreter:
                 # step, its other effects or the event that led here (a held turn's memory).
                 del out, event, fire_and_forget
                 if isinstance(last, fx.Finish):
+                    self._end_batch()
                     self._outcome = last.result
                     return
                 if isinstance(last, fx.RaiseError):
+                    self._end_batch()
                     self._outcome = RAISES[last.kind](last.message)
                     return
                 answer = self._perform(last)
@@ -511,6 +543,7 @@ class _Interpreter:
         except _Superseded:
             return
         except Exception as error:  # the attempt's failure, raised by `run_tool_loop`
+            self._end_batch()
             self._outcome = error
 
     def _perform(self, effect: fx.Effect) -> Awaitable[Event | None] | None:
@@ -592,13 +625,18 @@ class _Interpreter:
         return self._call(sink, stream, self._stream_ended)
 
     def _stream_ended(self, sink: _Sink, result: StreamResult) -> StreamEnded:
-        return _new_stream_ended(result=result, stop=self.control.pending_request())
+        stop = self.control.pending_request()
+        if len(result.calls) < 2:
+            return _new_stream_ended(result=result, stop=stop)
+        exclusive = tuple(self.registry.exclusive(call.name.strip()) for call in result.calls)
+        return _new_stream_ended(result=result, stop=stop, exclusive=exclusive)
 
     # -- stage 02 --------------------------------------------------------------------------
 
     def _dispatch(self, effect: fx.DispatchTool) -> Awaitable[ToolSettled]:
         context = effect.context
-        call = _ToolRun(effect, self._runner, self._alarm, self._tool_timeout)
+        timeout_ms = self._timeout_ms(effect.call.name)
+        call = _ToolRun(effect, self._runner, self._alarm, timeout_ms)
         invocation = _new_tool_invocation(
             killed=self._killed,
             notify=self._progress_notice(context, call),
@@ -607,8 +645,87 @@ class _Interpreter:
         work = self.registry.execute(effect.call, context, invocation)
         return self._call(call, work, self._tool_settled)
 
+    def _timeout_ms(self, tool: str) -> int:
+        """The tool's own timeout (`timeout=` at registration), else the configured one."""
+        own = self.registry.timeout_ms(tool)
+        return self.config.tool_execution_timeout_ms if own is None else own
+
+    # -- stage 02, a batch's calls side by side (SPEC 6b) ----------------------------------
+
+    def _start_tool(self, effect: fx.StartTool) -> None:
+        """Start a call of the batch in its own task, under its own timer, and go on."""
+        run = _Started(effect, self._alarm.now(), self._timeout_ms(effect.call.name))
+        if not self._batch_kill:
+            self._batch_kill = True
+            self.control.register_kill(self._kill_batch)
+        self._started[effect.index] = run
+        self.runners.start_soon(self._run_started, run)
+        if self._killed.is_set():  # killed between calls: this one ends at once too
+            self._kill_batch()
+
+    async def _run_started(self, run: _Started) -> None:
+        effect = run.effect
+        invocation = _new_tool_invocation(
+            killed=self._killed,
+            notify=self._progress_notice(effect.context, run),
+            streaming=self._streaming_context(),
+        )
+        with run.scope:
+            try:
+                result = await self.registry.execute(effect.call, effect.context, invocation)
+            except Exception as error:  # not a tool's failure (those are results): the attempt's
+                self._batch_error = error
+                result = _failure(f"{type(error).__name__}: {error}")
+            self._decide(run, result)
+
+    def _decide(self, run: _Started, result: ToolResult) -> None:
+        """A started call's outcome: reported to the runner in the order outcomes came."""
+        if not run.open:
+            return
+        run.end()
+        del self._started[run.effect.index]
+        self._settled.append((run, result))
+        if self._batch_woken is not None:
+            self._batch_woken.set()
+
+    def _kill_batch(self) -> None:
+        """The kill ends every started call at once (SPEC 6b item 4)."""
+        for run in list(self._started.values()):
+            self._decide(run, _failure(f"Tool {run.effect.call.name} was killed"))
+
+    async def _await_tools(self, effect: fx.AwaitTools) -> ToolSettled:
+        """The next started call's outcome: it settled, or its own timer ran out first."""
+        while not self._settled:
+            if self._batch_error is not None:
+                raise self._batch_error
+            assert self._started, "AwaitTools with no call of the batch running"
+            deadline = min(run.deadline for run in self._started.values())
+            self._batch_woken = anyio.Event()
+            with anyio.move_on_at(deadline):
+                await self._batch_woken.wait()
+            now = self._alarm.now()
+            for run in sorted(self._started.values(), key=lambda run: run.deadline):
+                if run.deadline <= now:
+                    self._decide(run, _timed_out(run.effect.call.name, run.timeout_ms))
+        if self._batch_error is not None:
+            raise self._batch_error
+        run, result = self._settled.popleft()
+        if not self._started and not self._settled:
+            self._end_batch()
+        return self._settled_event(run.effect.call.name, run.effect.index, run.started, result)
+
+    def _end_batch(self) -> None:
+        """The attempt is over: no started call runs on, its kill handle is gone."""
+        if self._batch_kill:
+            self._batch_kill = False
+            self.control.deregister_kill(self._kill_batch)
+        for run in list(self._started.values()):
+            run.end()
+        self._started.clear()
+        self._settled.clear()
+
     def _streaming_context(self) -> StreamingContext:
-        """The live stream the call being dispatched came from (SPEC 6 step 3)."""
+        """The live stream the calls being dispatched came from (SPEC 6 step 3)."""
         state = self._state
         assert state.pending is not None, "a dispatch always holds its call"
         return _new_streaming_context(
@@ -619,18 +736,25 @@ class _Interpreter:
         )
 
     def _tool_settled(self, call: _ToolRun, result: ToolResult) -> ToolSettled:
-        name, descriptor = call.effect.call.name, self.provider.descriptor
+        effect = call.effect
+        return self._settled_event(effect.call.name, effect.index, call.started, result)
+
+    def _settled_event(
+        self, name: str, index: int, started: float, result: ToolResult
+    ) -> ToolSettled:
+        descriptor = self.provider.descriptor
         return _new_tool_settled(
             result=result,
             requires_follow_up=self.registry.requires_follow_up(
                 name, descriptor, descriptor.server
             ),
-            duration_ms=round((self._alarm.now() - call.started) * 1000),
+            duration_ms=round((self._alarm.now() - started) * 1000),
             stop=self.control.pending_request(),
+            index=index,
         )
 
     def _progress_notice(
-        self, context: ToolContext, call: _ToolRun
+        self, context: ToolContext, call: _ToolRun | _Started
     ) -> Callable[[str], Awaitable[None]]:
         """A tool's progress notices, dropped once its call is over (killed, overdue)."""
 
@@ -725,6 +849,8 @@ Performer = Callable[[_Interpreter, Any], Awaitable[Event | None] | None]
 _PERFORMERS: dict[type[Any], Performer] = {
     fx.StreamOnce: _Interpreter._stream_once,
     fx.DispatchTool: _Interpreter._dispatch,
+    fx.StartTool: _Interpreter._start_tool,
+    fx.AwaitTools: _Interpreter._await_tools,
     fx.TakeStashedContext: _Interpreter._take_stash,
     fx.SendNotice: _Interpreter._notice,
     fx.Log: _Interpreter._log,
@@ -777,6 +903,10 @@ def _channel_failed(sink: _Sink, failure: Exception) -> StreamResult:
 
 def _failure(error: str) -> ToolResult:
     return ToolResult(success=False, error=error)
+
+
+def _timed_out(name: str, timeout_ms: int) -> ToolResult:
+    return _failure(f"Tool {name} timed out after {_seconds(timeout_ms)} s")
 
 
 def _seconds(milliseconds: int) -> str:

@@ -24,14 +24,14 @@ from toolloop.engine.trace import Trace, TraceStep
 from toolloop.states import IterationState
 from toolloop.tools.report import report
 from toolloop.tools.scenario import Scenario
-from toolloop.tools.scripted import ScriptedChannel, scripted_ports
+from toolloop.tools.scripted import ScriptedChannel, ScriptedTurnControl, scripted_ports
 
 
 def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnControl]:
     """Run `scenario` once; the simulate document, the trace and the final turn control."""
     loaded = parse_config(scenario.env)
     steps: list[TraceStep] = []
-    control = MemoryTurnControl(record_registrations=True)  # for the cleanup invariant
+    control = ScriptedTurnControl(record_registrations=True)  # for the cleanup invariant
     channel = ScriptedChannel()
     outcome: dict[str, BaseException | None] = {"raised": None}
 

@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 import anyio
 import attrs
 from anyio import TaskHandle
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 
 from toolloop.effects.clock import loop_clock
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
@@ -652,18 +652,25 @@ class _Interpreter:
 
     # -- stage 02, a batch's calls side by side (SPEC 6b) ----------------------------------
 
-    def _start_tool(self, effect: fx.StartTool) -> None:
-        """Start a call of the batch in its own task, under its own timer, and go on."""
+    async def _start_tool(self, effect: fx.StartTool) -> None:
+        """Start a call of the batch in its own task, under its own timer, and go on.
+
+        Started with `TaskGroup.start`: the task reports itself started right before
+        it enters the registry, and runs on without a checkpoint, so the calls of a
+        batch enter their tools in the model's order on every backend.
+        """
         run = _Started(effect, self._alarm.now(), self._timeout_ms(effect.call.name))
         if not self._batch_kill:
             self._batch_kill = True
             self.control.register_kill(self._kill_batch)
         self._started[effect.index] = run
-        self.runners.start_soon(self._run_started, run)
+        await self.runners.start(self._run_started, run)
         if self._killed.is_set():  # killed between calls: this one ends at once too
             self._kill_batch()
 
-    async def _run_started(self, run: _Started) -> None:
+    async def _run_started(
+        self, run: _Started, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         effect = run.effect
         invocation = _new_tool_invocation(
             killed=self._killed,
@@ -672,7 +679,9 @@ class _Interpreter:
         )
         with run.scope:
             try:
-                result = await self.registry.execute(effect.call, effect.context, invocation)
+                work = self.registry.execute(effect.call, effect.context, invocation)
+                task_status.started()
+                result = await work
             except Exception as error:  # not a tool's failure (those are results): the attempt's
                 self._batch_error = error
                 result = _failure(f"{type(error).__name__}: {error}")

@@ -247,6 +247,9 @@ def settle_in_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """A call of the batch settled: its result waits for the others; the next calls start."""
     assert draft.pending is not None, "DISPATCHING always holds the call"
     draft.pending = attrs.evolve(draft.pending, batch=ctx.batch)
+    result = ctx.result
+    if result is not None and result.success and ctx.name == SHORT_TERM_MEMORY_TOOL:
+        draft.short_term_memory_updated = True  # the calls that start later are refused it
     _start_ready(draft, effects)
 
 

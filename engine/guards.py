@@ -223,7 +223,9 @@ class ToolSettledContext(Context):
             self.exit_policy_ends = should_end_after_pre_tool_text(provider, name, follow_up, text)
         self._outcome(state, not result.success)
 
-    def _batch(self, state: IterationState, event: ToolSettled, batch: tuple[BatchCall, ...]) -> None:
+    def _batch(
+        self, state: IterationState, event: ToolSettled, batch: tuple[BatchCall, ...]
+    ) -> None:
         """A call of a batch settled: the batch goes on, or its facts as a whole (SPEC 6b)."""
         pending = state.pending
         assert pending is not None
@@ -235,7 +237,9 @@ class ToolSettledContext(Context):
         if not all(call.done for call in batch):
             self.batch_goes_on = True
             return
-        self.end_turn_requested = any(call.result is not None and call.result.end_turn for call in batch)
+        self.end_turn_requested = any(
+            call.result is not None and call.result.end_turn for call in batch
+        )
         successes = [batches.succeeded(call) for call in batch]
         provider = state.turn.provider
         self.exit_policy_ends = all(successes) and all(
@@ -245,7 +249,7 @@ class ToolSettledContext(Context):
         for call in batch:
             data = None if call.result is None or not call.result.success else call.result.data
             kind = restart.restart_type(data)
-            if kind is not None:  # the first restart asked for takes effect (SPEC 6b item 7)
+            if kind is not None and isinstance(data, dict):  # the first one asked for (6b.7)
                 self.batch_restart_requested = True
                 self.restart, self.restart_data = kind, data
                 self.has_stash_key = restart.pending_context_key(data) is not None

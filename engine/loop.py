@@ -285,8 +285,9 @@ def keep_refusal(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """
     stream = _stream(ctx)
     if ctx.batch:
-        for call in ctx.batch:
-            _REFUSAL_REPORTS[Refusal(call.refusal)](draft, call.call, call.call.name, effects)
+        for refused in ctx.batch:
+            report = _REFUSAL_REPORTS[Refusal(refused.refusal)]
+            report(draft, refused.call, refused.call.name, effects)
         _keep_batch(draft, stream, ctx.batch)
         return
     assert ctx.refusal is not None, "only the rows of a refused call keep a refusal"
@@ -487,7 +488,9 @@ def finish_error_loop(ctx: Context, draft: Draft, effects: list[Effect]) -> None
 def _failures_in_a_row(draft: Draft) -> int:
     """The failures in a row that reached the cap: a batch may have gone on counting
     after it (a later success resets the count), so never less than the cap."""
-    return max(draft.consecutive_tool_errors, draft.config.max_consecutive_tool_errors)
+    count: int = draft.consecutive_tool_errors
+    cap: int = draft.config.max_consecutive_tool_errors
+    return max(count, cap)
 
 
 def count_novelai_failure(ctx: Context, draft: Draft, effects: list[Effect]) -> None:

@@ -32,7 +32,6 @@ from toolloop.engine.step import initial_state, step
 from toolloop.engine.trace import Trace, TraceStep
 from toolloop.states import (
     ConfigWarning,
-    FunctionCall,
     GenerationTurnResult,
     IterationState,
     StreamStatus,

@@ -592,5 +592,9 @@ def _calls(node: _Node) -> tuple[ScriptedCall, ...]:
     ids = [call.id for call in calls if call.id is not None]
     for index, call in enumerate(calls):
         if call.id is not None and ids.count(call.id) > 1:
-            raise node.child(index).child("id").fail("an id not used by another call", f'"{call.id}" again')
+            raise (
+                node.child(index)
+                .child("id")
+                .fail("an id not used by another call", f'"{call.id}" again')
+            )
     return calls

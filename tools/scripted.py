@@ -200,9 +200,7 @@ def _model_parts(script: ScriptedStream) -> tuple[JsonObject, ...]:
     return ({"type": "text", "text": script.text},) if script.text.strip() else ()
 
 
-def scripted_registry(
-    tools: Sequence[ScriptedTool], control: MemoryTurnControl
-) -> ToolRegistry:
+def scripted_registry(tools: Sequence[ScriptedTool], control: MemoryTurnControl) -> ToolRegistry:
     """The real registry with each scenario tool registered, playing its results."""
     registry = ToolRegistry()
     for tool in tools:

@@ -79,7 +79,9 @@ def _answer(
         stop = StopRequest.STOP if raw.get("stop_before_tool") else StopRequest.NONE
         return StreamEnded(result=_stream(raw), stop=stop)
     if isinstance(effect, DispatchTool | AwaitTools):
-        index, raw = (effect.index, next(results)) if isinstance(effect, DispatchTool) else running.pop(0)
+        index, raw = (
+            (effect.index, next(results)) if isinstance(effect, DispatchTool) else running.pop(0)
+        )
         stop = StopRequest.STOP if raw.get("kill") else StopRequest.NONE
         return ToolSettled(result=_result(raw), stop=stop, index=index)
     return StashTaken(item=None)

@@ -87,6 +87,7 @@ def drive(
     requires_follow_up: bool = False,
     stash: dict[str, ContextItem] | None = None,
     picks: Sequence[int] = (0,),
+    exclusive_tools: frozenset[str] = frozenset(),
 ) -> Run:
     """Run `step` from the initial state until a final effect, answering from the scripts."""
     state = initial_state(config or LoopConfig(), turn or TurnSettings())
@@ -123,6 +124,10 @@ def drive(
                 moves=tuple(moves),
             )
         event = _answer(last, stream_it, tool_it, stop_it, requires_follow_up, stash or {})
+        if isinstance(event, StreamEnded) and len(event.result.calls) > 1:
+            # What the interpreter asks the registry for a batch (SPEC 6b item 3).
+            alone = tuple(c.name.strip() in exclusive_tools for c in event.result.calls)
+            event = attrs.evolve(event, exclusive=alone)
 
 
 def _answer(

@@ -415,8 +415,9 @@ class _Interpreter:
     """Started calls whose outcome is decided, in that order, not yet reported."""
     _batch_woken: anyio.Event | None = attrs.field(init=False, default=None)
     """Set when a started call settles or is killed, for the runner waiting on the batch."""
-    _batch_kill: bool = attrs.field(init=False, default=False)
-    """The batch's kill handle is registered: while any started call is not reported."""
+    _batch_kill: Callable[[], None] | None = attrs.field(init=False, default=None)
+    """The batch's kill handle while it is registered: while any started call is not
+    reported. One bound method, so the turn control sees the same handle both times."""
     _batch_error: Exception | None = attrs.field(init=False, default=None)
     """What a started call's registry raised: the attempt's failure, as for one call."""
     _state: IterationState = attrs.field(init=False)
@@ -660,9 +661,9 @@ class _Interpreter:
         batch enter their tools in the model's order on every backend.
         """
         run = _Started(effect, self._alarm.now(), self._timeout_ms(effect.call.name))
-        if not self._batch_kill:
-            self._batch_kill = True
-            self.control.register_kill(self._kill_batch)
+        if self._batch_kill is None:
+            self._batch_kill = self._kill_batch
+            self.control.register_kill(self._batch_kill)
         self._started[effect.index] = run
         await self.runners.start(self._run_started, run)
         if self._killed.is_set():  # killed between calls: this one ends at once too
@@ -725,9 +726,9 @@ class _Interpreter:
 
     def _end_batch(self) -> None:
         """The attempt is over: no started call runs on, its kill handle is gone."""
-        if self._batch_kill:
-            self._batch_kill = False
-            self.control.deregister_kill(self._kill_batch)
+        if self._batch_kill is not None:
+            self.control.deregister_kill(self._batch_kill)
+            self._batch_kill = None
         for run in list(self._started.values()):
             run.end()
         self._started.clear()

@@ -234,7 +234,11 @@ class ToolSettledContext(Context):
         settled = batch[event.index]
         self.call, self.name, self.result = settled.call, settled.call.name, result
         self.pre_tool_text = text = pending.stream.accumulated_text
-        if not all(call.done for call in batch):
+        if self.stop_requested:  # the stop check is made once, after the batch (6b.4)
+            if any(call.running for call in batch):
+                self.batch_goes_on = True  # a kill ends the others at once; none starts
+                return
+        elif not all(call.done for call in batch):
             self.batch_goes_on = True
             return
         self.end_turn_requested = any(

@@ -250,6 +250,9 @@ def settle_in_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     result = ctx.result
     if result is not None and result.success and ctx.name == SHORT_TERM_MEMORY_TOOL:
         draft.short_term_memory_updated = True  # the calls that start later are refused it
+    if ctx.stop_requested:  # a stop starts no queued call; the ones running settle (6b.4)
+        effects.append(_AWAIT_TOOLS)
+        return
     _start_ready(draft, effects)
 
 
@@ -321,15 +324,17 @@ def _keep_refused(
     call: FunctionCall,
     name: str,
     text: tuple[JsonObject, ...] | None,
+    same_turn: bool = False,
 ) -> None:
     """A refused call's failure in history: the model is asked to reissue a truncated call
     whole (without the arguments it never finished), or told which tools it may use."""
     if refusal is Refusal.TRUNCATED:
         response = tool_call.truncated_response(name)
-        entry = tool_call.history_entry(attrs.evolve(call, args=None), name, response, None, text)
+        cut = attrs.evolve(call, args=None)
+        entry = tool_call.history_entry(cut, name, response, None, text, same_turn)
     else:
         response = tool_call.blocked_response(draft.turn, name)
-        entry = tool_call.history_entry(call, name, response, None, text)
+        entry = tool_call.history_entry(call, name, response, None, text, same_turn)
         if tool_call.is_sticker_tool(name):
             draft.selected_sticker = None
     _keep(draft, entry, success=False)
@@ -378,6 +383,7 @@ def _keep_settled(
     result: ToolResult,
     response: object,
     text: tuple[JsonObject, ...] | None,
+    same_turn: bool = False,
 ) -> None:
     """A settled call's entry, with what its result sets for the turn (SPEC 6.12-6.15)."""
     if result.success and name == SHORT_TERM_MEMORY_TOOL:
@@ -386,7 +392,7 @@ def _keep_settled(
         draft.selected_sticker = tool_call.resolve_sticker(draft.turn, result)
     if result.success and result.response_delivered:
         draft.tool_response_delivered = True
-    entry = tool_call.history_entry(call, name, response, result, text)
+    entry = tool_call.history_entry(call, name, response, result, text, same_turn)
     _keep(draft, entry, success=result.success)
 
 
@@ -403,7 +409,7 @@ def _keep_batch(draft: Draft, stream: StreamResult, batch: tuple[BatchCall, ...]
         owned = text if position == 0 else None
         if result is None:
             assert batched.refusal is not None, "a batch is kept once every call is done"
-            _keep_refused(draft, Refusal(batched.refusal), call, name, owned)
+            _keep_refused(draft, Refusal(batched.refusal), call, name, owned, position > 0)
             continue
         kind = restart.restart_type(result.data) if result.success else None
         response = (
@@ -411,7 +417,7 @@ def _keep_batch(draft: Draft, stream: StreamResult, batch: tuple[BatchCall, ...]
             if kind is None
             else tool_call.restarted_response(kind)
         )
-        _keep_settled(draft, call, name, result, response, owned)
+        _keep_settled(draft, call, name, result, response, owned, position > 0)
 
 
 # -- stage 03 ------------------------------------------------------------------------------

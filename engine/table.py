@@ -40,8 +40,11 @@ order). While the batch runs, DISPATCHING waits for each call's `ToolSettled`:
 `call_settled` keeps the result and starts the calls the parallel limit and
 exclusivity now allow (`DispatchTool` for a call running alone, `StartTool`
 and `AwaitTools` for calls running together); the last call's settle takes the
-rows of one settled tool. A restart asked for by a call of the batch takes
-effect after the batch's other exits (6b item 7), in rows of its own.
+rows of one settled tool. A stop is checked once, after the batch: a settle
+that sees one starts nothing more and waits for the calls still running (a
+kill has ended them, and a call ended so is not reported), and the settle
+that leaves none running aborts. A restart asked for by a call of the batch
+takes effect after the batch's other exits (6b item 7), in rows of its own.
 
 Not in the table: a `ceiling_reached` from IDLE. The ceiling is checked when
 each later iteration would begin; the smallest configurable ceiling (SPEC 2)
@@ -293,11 +296,11 @@ TABLE: tuple[Row, ...] = (
     _row(
         DISPATCHING,
         T,
-        M.STOPPED_DURING_TOOL,
-        (g.stop_requested,),
-        (do.abort_stopped,),
-        FINISHED,
-        "6.7 6b.4",
+        M.CALL_SETTLED,
+        (g.batch_goes_on, g.stop_requested),
+        (do.settle_in_batch,),
+        DISPATCHING,
+        "6b.4",
     ),
     _row(
         DISPATCHING,
@@ -307,6 +310,15 @@ TABLE: tuple[Row, ...] = (
         (*SETTLED, do.settle_in_batch),
         DISPATCHING,
         "6b.3 6b.5",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.STOPPED_DURING_TOOL,
+        (g.stop_requested,),
+        (do.abort_stopped,),
+        FINISHED,
+        "6.7 6b.4",
     ),
     _row(
         DISPATCHING,
@@ -367,6 +379,15 @@ TABLE: tuple[Row, ...] = (
     _row(
         DISPATCHING,
         T,
+        M.RESTART_TAKES_STASH,
+        (g.batch_restart_requested, g.has_stash_key),
+        (*KEPT, do.take_stash),
+        TAKING_STASH,
+        "6b.7",
+    ),
+    _row(
+        DISPATCHING,
+        T,
         M.CEILING_REACHED,
         (g.ceiling_reached, g.restart_requested),
         (*SETTLED, do.restart_context, *CEILING),
@@ -408,15 +429,6 @@ TABLE: tuple[Row, ...] = (
         (*SETTLED, do.restart_context, *NEXT),
         STREAMING,
         "6a",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.RESTART_TAKES_STASH,
-        (g.batch_restart_requested, g.has_stash_key),
-        (*KEPT, do.take_stash),
-        TAKING_STASH,
-        "6b.7",
     ),
     _row(
         DISPATCHING,

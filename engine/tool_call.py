@@ -140,13 +140,18 @@ def history_entry(
     response: Any,
     result: ToolResult | None,
     pre_tool_text: tuple[JsonObject, ...] | None,
+    same_turn: bool = False,
 ) -> ToolHistoryEntry:
-    """The call/response pair the model sees from now on, with its pre-tool text (step 15)."""
+    """The call/response pair the model sees from now on, with its pre-tool text (step 15).
+
+    `same_turn`: a later call of a batch, made in the same reply as the entry before.
+    """
     return _new_history_entry(
         function_call=renamed(call, name),
         function_response={"name": name, "response": {"result": response}},
         image_metadata=None if result is None else result.image_metadata,
         pre_tool_call_text_parts=pre_tool_text,
+        same_turn=same_turn,
     )
 
 

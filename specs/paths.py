@@ -110,7 +110,10 @@ WITNESSES: dict[tuple[Phase, str], Witness | tuple[Witness, ...]] = {
         _result(STASHED_RESTART),
         _result(STASHED_RESTART, calls=(TRUNCATED_ARGS, ARGS)),
     ),
-    (DISPATCHING, "call_settled"): _result({"success": True}, calls=PAIR),
+    (DISPATCHING, "call_settled"): (
+        _result({"hang": True, "kill": True}, calls=PAIR),
+        _result({"success": True}, calls=PAIR),
+    ),
     (DISPATCHING, "impersonation_aborted"): _result(FAILURE, env=ONE_ERROR, turn=IMPERSONATION),
     (DISPATCHING, "tool_error_loop"): _result(FAILURE, env=ONE_ERROR),
     (DISPATCHING, "end_turn"): _result({"success": True, "end_turn": True}),

@@ -44,6 +44,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
@@ -365,7 +366,14 @@ def _as_text(content: Any) -> str:
 
 
 def history_messages(history: tuple[ToolHistoryEntry, ...]) -> Iterator[JsonObject]:
-    """Each entry as its assistant tool-call turn (with the pre-tool text) and its tool reply."""
+    """Each reply's calls as one assistant turn, then one tool message per call.
+
+    The assistant turn carries every call the model made in that reply (the
+    entries of a batch, `same_turn`) with the pre-tool text; the `tool`
+    messages follow in the same order, each matched to its call by id.
+    """
+    turn: JsonObject | None = None
+    replies: list[JsonObject] = []
     for number, entry in enumerate(history):
         call = entry.function_call
         call_id = call_id_of(call, number)
@@ -375,18 +383,30 @@ def history_messages(history: tuple[ToolHistoryEntry, ...]) -> Iterator[JsonObje
             "type": "function",
             "function": {"name": call.name, "arguments": json.dumps(call.args or {})},
         }
-        yield {
-            **call.passthrough.get("message", {}),
-            "role": "assistant",
-            "content": _parts_text(entry.pre_tool_call_text_parts or ()),
-            "tool_calls": [tool_call],
-        }
+        if turn is None or not entry.same_turn:
+            if turn is not None:
+                yield turn
+                yield from replies
+            turn = {
+                **call.passthrough.get("message", {}),
+                "role": "assistant",
+                "content": _parts_text(entry.pre_tool_call_text_parts or ()),
+                "tool_calls": [],
+            }
+            replies = []
+        turn["tool_calls"].append(tool_call)
         result = json.dumps(entry.response, ensure_ascii=False)
-        yield {"role": "tool", "tool_call_id": call_id, "content": result}
+        replies.append({"role": "tool", "tool_call_id": call_id, "content": result})
+    if turn is not None:
+        yield turn
+        yield from replies
 
 
 def call_id_of(call: FunctionCall, number: int) -> str:
-    """The call's id from the provider, or `call_{number}` (its place in the history)."""
+    """The call's id (the provider's, or the one the adapter made), or `call_{number}`
+    (its place in the history) for a call that came without one."""
+    if call.call_id:
+        return call.call_id
     passed = call.passthrough.get("id")
     return passed if isinstance(passed, str) and passed else f"call_{number}"
 
@@ -570,7 +590,7 @@ class _CallParts:
     def call(
         self, message_extras: JsonObject, cut_short: bool, quote: _Quoter
     ) -> FunctionCall | StreamError:
-        """The finished call; `cut_short` when the stream ended on `length`.
+        """The finished call; `cut_short` when the stream ended on `length` inside it.
 
         Its arguments and passthrough fields are checked against the JSON policy
         (states/json_policy.py): they go to a tool and back to the model.
@@ -606,7 +626,11 @@ class _CallParts:
         except JsonInputError as error:
             return _malformed_call(str(error))
         return FunctionCall(
-            name=self.name, args=args, passthrough=passthrough, arguments_truncated=truncated
+            name=self.name,
+            args=args,
+            passthrough=passthrough,
+            arguments_truncated=truncated,
+            call_id=self.id or f"call_{secrets.token_hex(12)}",  # unique within the turn
         )
 
 
@@ -849,16 +873,27 @@ class _Stream:
         return self._ended(StreamStatus.EMPTY_RESPONSE, None)
 
     def _called(self, cut_short: bool) -> StreamResult:
-        """The first native call (lowest index) as the result; later parallel calls are dropped."""
-        first = min(self.calls)
-        if len(self.calls) > 1:
-            log.warning("dropped %d parallel tool calls after the first", len(self.calls) - 1)
-        call = self.calls[first].call(self.extras, cut_short, self.quote)
-        if isinstance(call, StreamError):
-            return self.failed(call)
-        return self._ended(StreamStatus.FUNCTION_CALL, call)
+        """Every native call, in index order (SPEC 6b): one batch.
 
-    def _ended(self, status: StreamStatus, call: FunctionCall | None) -> StreamResult:
+        A `length` finish cut the last call short; the ones before it arrived whole.
+        """
+        indices = sorted(self.calls)
+        calls: list[FunctionCall] = []
+        for index in indices:
+            call = self.calls[index].call(
+                self.extras, cut_short and index == indices[-1], self.quote
+            )
+            if isinstance(call, StreamError):
+                return self.failed(call)
+            calls.append(call)
+        return self._ended(StreamStatus.FUNCTION_CALL, calls[0], tuple(calls))
+
+    def _ended(
+        self,
+        status: StreamStatus,
+        call: FunctionCall | None,
+        calls: tuple[FunctionCall, ...] = (),
+    ) -> StreamResult:
         text, reasoning = "".join(self.text), "".join(self.reasoning)
         return StreamResult(
             status=status,
@@ -866,6 +901,7 @@ class _Stream:
             data=call,
             thought_log={"text": reasoning} if reasoning else None,
             model_parts=model_parts(text),
+            calls=calls if len(calls) > 1 else (),
         )
 
     def failed(self, error: StreamError) -> StreamResult:

@@ -72,7 +72,9 @@ results = st.lists(
 )
 configs = st.builds(
     lambda limit, errors: LoopConfig(
-        tool_parallel_limit=limit, max_consecutive_tool_errors=errors, max_function_call_iterations=6
+        tool_parallel_limit=limit,
+        max_consecutive_tool_errors=errors,
+        max_function_call_iterations=6,
     ),
     st.integers(1, 3),
     st.integers(1, 4),
@@ -113,7 +115,9 @@ class Batch:
 
 def batches(run: Run) -> Iterator[Batch]:
     """Every batch the run handled (a stream whose calls all reached stage 02's gates)."""
-    steps = list(zip(run.events, (effects for _, effects in run.steps), run.states[1:], strict=True))
+    steps = list(
+        zip(run.events, (effects for _, effects in run.steps), run.states[1:], strict=True)
+    )
     for at, (event, _, _) in enumerate(steps):
         if not (isinstance(event, StreamEnded) and len(event.result.calls) > 1):
             continue

@@ -475,16 +475,16 @@ def _drop_connection(response: httpx.Response) -> None:
 async def _consume(blocks: AsyncIterator[bytes], state: _Stream, sink: StreamSink) -> None:
     """Decode the SSE body and fold every event into `state`, until the model is done.
 
-    The model is done at `[DONE]`, at a verbatim call, or at the event that
-    carries the choice's finish reason: that event ends the choice's data, so
-    what may follow (a usage chunk, `[DONE]`, the body's end) is only drained,
-    and a server that holds the body open after it cannot keep the reply waiting.
+    The model is done at `[DONE]` or at the event that carries the choice's
+    finish reason: that event ends the choice's data, so what may follow (a
+    usage chunk, `[DONE]`, the body's end) is only drained, and a server that
+    holds the body open after it cannot keep the reply waiting. A verbatim call
+    does not end the stream: a later one may follow (SPEC 6b).
     """
     lines = _Lines(state)
     async for block in blocks:
         if await state.take(lines.split(block), sink):
-            if state.verbatim_call is None:
-                await _drain(blocks)
+            await _drain(blocks)
             return
     await state.take(lines.end(), sink)
 
@@ -692,7 +692,7 @@ class _Stream:
         "quote",
         "reasoning",
         "text",
-        "verbatim_call",
+        "verbatim_calls",
     )
 
     def __init__(self, parser: VerbatimToolCallParser | None, quote: _Quoter) -> None:
@@ -706,7 +706,8 @@ class _Stream:
         self.chunks = 0
         self.done = False  # `data: [DONE]` arrived.
         self.data: str | None = None  # The data lines of the event being read.
-        self.verbatim_call: FunctionCall | None = None
+        self.verbatim_calls: list[FunctionCall] = []
+        """The calls the verbatim parser recovered from the text, in the order written."""
 
     async def take(self, lines: list[str], sink: StreamSink) -> bool:
         """Fold the events these lines complete and deliver their text; True once done.
@@ -818,30 +819,33 @@ class _Stream:
         self.calls.setdefault(index, _CallParts()).add(fragment, where)
 
     async def show(self, text: str, sink: StreamSink) -> bool:
-        """Deliver visible text through the verbatim parser; True on a call."""
+        """Deliver visible text through the verbatim parser, keeping each call it recovers.
+
+        Always False: a call does not end the stream, since the model may write
+        another (SPEC 6b). The parser hands out text or a call per feed, so it is
+        fed `""` until it is dry.
+        """
         assert self.parser is not None  # Without a parser, `take` delivers text itself.
-        # The parser hands out text or a call per feed: a call queued behind the text
-        # it just released comes out of the next feed, hence `feed("")` until it is dry.
         fed = self.parser.feed(text)
-        while fed.function_call is None:
-            if not fed.visible_text:
-                return False
-            await self._deliver(fed.visible_text, sink)
+        while fed.function_call is not None or fed.visible_text:
+            if fed.function_call is not None:
+                self.verbatim_calls.append(_recovered(fed.function_call))
+            else:
+                await self._deliver(fed.visible_text, sink)
             fed = self.parser.feed("")
-        self.verbatim_call = _recovered(fed.function_call)
-        self.done = True  # The model is done talking: the stream is closed now.
-        return True
+        return False
 
     async def flush(self, sink: StreamSink) -> None:
-        """Release the text the verbatim parser still holds, up to a call it completes."""
-        if self.parser is None or self.verbatim_call is not None:
+        """Release the text the verbatim parser still holds, and the calls it completes."""
+        if self.parser is None:
             return
         flushed = self.parser.flush()
-        while flushed.pending_text:
-            await self._deliver(flushed.pending_text, sink)
+        while flushed.function_call is not None or flushed.pending_text:
+            if flushed.function_call is not None:
+                self.verbatim_calls.append(_recovered(flushed.function_call))
+            else:
+                await self._deliver(flushed.pending_text, sink)
             flushed = self.parser.flush()
-        if flushed.function_call is not None:
-            self.verbatim_call = _recovered(flushed.function_call)
 
     async def _deliver(self, text: str, sink: StreamSink) -> None:
         if text:
@@ -858,8 +862,9 @@ class _Stream:
         finish = self.finish_reason
         if self.cut_off:
             return self.failed(self.cut_short())
-        if self.verbatim_call is not None:
-            return self._ended(StreamStatus.FUNCTION_CALL, self.verbatim_call)
+        if self.verbatim_calls:
+            calls = tuple(self.verbatim_calls)
+            return self._ended(StreamStatus.FUNCTION_CALL, calls[0], calls)
         if finish == "content_filter":
             message = "the content filter stopped the reply (finish_reason content_filter)"
             return self.failed(StreamError(type="content_filter", message=message))
@@ -934,7 +939,7 @@ class _Stream:
 
 def _recovered(call: VerbatimCall) -> FunctionCall:
     """A call the verbatim parser recovered from text, as the loop's FunctionCall."""
-    return FunctionCall(name=call.name, args=call.args)
+    return FunctionCall(name=call.name, args=call.args, call_id=f"call_{secrets.token_hex(12)}")
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ import anyio
 import pytest
 
 from tests.effects.harness import BACKENDS, Backend, Host, ScriptProvider, completed, run_on
+from toolloop.effects.interpreter import run_tool_loop
+from toolloop.effects.observe import HostEvent, ToolFinished, ToolStarted
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolCall, ToolSchemaError
 from toolloop.engine.events import ToolSettled
@@ -150,6 +152,36 @@ class TestBatch:
         assert quick.response["reason"] == "Tool quick timed out after 0.05 s"
         assert slow.response == {"tool": "slow"}
         assert log.cancelled == ["quick"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_host_sees_each_call_of_a_batch_as_its_own_tool_event(backend: Backend) -> None:
+    """Observers get a ToolStarted and a ToolFinished per call, named by its call id."""
+    log = Log()
+    host = batch_host(log, ["a", "b", "c"], LoopConfig())
+    seen: list[HostEvent] = []
+
+    async def main() -> None:
+        await run_tool_loop(
+            turn=host.turn,
+            config=host.config,
+            provider=host.provider,
+            registry=host.registry,
+            channel=host.channel,
+            control=host.control,
+            on_event=seen.append,
+        )
+
+    run_on(backend, main)
+    started = [(e.name, e.call_id) for e in seen if isinstance(e, ToolStarted)]
+    finished = [e for e in seen if isinstance(e, ToolFinished)]
+    assert started == [("a", "c0"), ("b", "c1"), ("c", "c2")]
+    assert sorted((e.name, e.call_id, e.success) for e in finished) == [
+        ("a", "c0", True),
+        ("b", "c1", True),
+        ("c", "c2", True),
+    ]
+    assert all(e.duration_ms >= 0 for e in finished)
 
 
 async def kill_when_running(host: Host, log: Log, count: int) -> None:

@@ -43,6 +43,7 @@ PUBLIC = {
     *("IncrementFollowUpCount", "Level", "Log", "MarkToolChainActive", "NoticeKey"),
     *("QueueStopResponse", "RaiseError", "ResetFollowUpCount", "RetainAffordance"),
     *("SendNotice", "SetTextSuppression", "StreamOnce", "TakeStashedContext"),
+    *("StartTool", "AwaitTools"),
     *("VerbatimCall", "VerbatimToolCallParser"),
     # traces
     *("Trace", "TraceError", "TraceStep", "dump_lines", "load_lines", "replay"),

@@ -34,6 +34,7 @@ from toolloop.effects.signature import Secret
 from toolloop.effects.stash import ContextStash
 from toolloop.effects.turn import Attempt, RetryableError, run_generation_turn
 from toolloop.engine.commands import (
+    AwaitTools,
     ClearStopRequest,
     CountToolUsage,
     DispatchTool,
@@ -51,6 +52,7 @@ from toolloop.engine.commands import (
     RetainAffordance,
     SendNotice,
     SetTextSuppression,
+    StartTool,
     StreamOnce,
     TakeStashedContext,
 )
@@ -111,6 +113,8 @@ __all__ = [
     "CountToolUsage",
     "DeliberateMode",
     "DispatchTool",
+    "StartTool",
+    "AwaitTools",
     "Effect",
     "ErrorKind",
     "Event",

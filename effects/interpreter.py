@@ -261,6 +261,25 @@ class _ToolRun(_Call):
         super().__init__(effect, runner, alarm, self.started + timeout_ms / 1000)
 
 
+class _Batch:
+    """The calls of a batch started side by side (`StartTool`), until each is reported."""
+
+    __slots__ = ("error", "kill", "settled", "started", "woken")
+
+    def __init__(self, kill: Callable[[], None]) -> None:
+        self.started: dict[int, _Started] = {}
+        """The calls running, by their position in the batch."""
+        self.settled: collections.deque[tuple[_Started, ToolResult]] = collections.deque()
+        """Started calls whose outcome is decided, in that order, not yet reported."""
+        self.woken: anyio.Event | None = None
+        """Set when a started call settles or is killed, for the runner waiting on them."""
+        self.error: Exception | None = None
+        """What a started call's registry raised: the attempt's failure, as for one call."""
+        self.kill = kill
+        """The batch's kill handle, registered while the batch exists: one bound method,
+        so the turn control sees the same handle both times."""
+
+
 class _Started:
     """A call of a batch started beside others (`StartTool`): its own task, timer and kill.
 
@@ -407,19 +426,9 @@ class _Interpreter:
     _killed: KillSignal = attrs.field(init=False)
     """The turn's kill signal, read once: the attempt belongs to one turn."""
     _stream_timeout: float = attrs.field(init=False)
-    _started: dict[int, _Started] = attrs.field(init=False, factory=dict)
-    """The calls of a batch running side by side, by their position in it (SPEC 6b)."""
-    _settled: collections.deque[tuple[_Started, ToolResult]] = attrs.field(
-        init=False, factory=collections.deque
-    )
-    """Started calls whose outcome is decided, in that order, not yet reported."""
-    _batch_woken: anyio.Event | None = attrs.field(init=False, default=None)
-    """Set when a started call settles or is killed, for the runner waiting on the batch."""
-    _batch_kill: Callable[[], None] | None = attrs.field(init=False, default=None)
-    """The batch's kill handle while it is registered: while any started call is not
-    reported. One bound method, so the turn control sees the same handle both times."""
-    _batch_error: Exception | None = attrs.field(init=False, default=None)
-    """What a started call's registry raised: the attempt's failure, as for one call."""
+    _batch: _Batch | None = attrs.field(init=False, default=None)
+    """The calls of a batch started side by side, while any is not reported (SPEC 6b);
+    made by the first `StartTool`, so a turn of single calls holds none."""
     _state: IterationState = attrs.field(init=False)
     """The state the awaited effect of the last step answers to (set by `supervise`)."""
     _runner: TaskHandle[None] = attrs.field(init=False)
@@ -660,17 +669,22 @@ class _Interpreter:
         it enters the registry, and runs on without a checkpoint, so the calls of a
         batch enter their tools in the model's order on every backend.
         """
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = _Batch(self._kill_batch)
+            self.control.register_kill(batch.kill)
         run = _Started(effect, self._alarm.now(), self._timeout_ms(effect.call.name))
-        if self._batch_kill is None:
-            self._batch_kill = self._kill_batch
-            self.control.register_kill(self._batch_kill)
-        self._started[effect.index] = run
-        await self.runners.start(self._run_started, run)
+        batch.started[effect.index] = run
+        await self.runners.start(self._run_started, batch, run)
         if self._killed.is_set():  # killed between calls: this one ends at once too
             self._kill_batch()
 
     async def _run_started(
-        self, run: _Started, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        self,
+        batch: _Batch,
+        run: _Started,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         effect = run.effect
         invocation = _new_tool_invocation(
@@ -684,55 +698,57 @@ class _Interpreter:
                 task_status.started()
                 result = await work
             except Exception as error:  # not a tool's failure (those are results): the attempt's
-                self._batch_error = error
+                batch.error = error
                 result = _failure(f"{type(error).__name__}: {error}")
-            self._decide(run, result)
+            self._decide(batch, run, result)
 
-    def _decide(self, run: _Started, result: ToolResult) -> None:
+    def _decide(self, batch: _Batch, run: _Started, result: ToolResult) -> None:
         """A started call's outcome: reported to the runner in the order outcomes came."""
         if not run.open:
             return
         run.end()
-        del self._started[run.effect.index]
-        self._settled.append((run, result))
-        if self._batch_woken is not None:
-            self._batch_woken.set()
+        del batch.started[run.effect.index]
+        batch.settled.append((run, result))
+        if batch.woken is not None:
+            batch.woken.set()
 
     def _kill_batch(self) -> None:
         """The kill ends every started call at once (SPEC 6b item 4)."""
-        for run in list(self._started.values()):
-            self._decide(run, _failure(f"Tool {run.effect.call.name} was killed"))
+        batch = self._batch
+        if batch is not None:
+            for run in list(batch.started.values()):
+                self._decide(batch, run, _failure(f"Tool {run.effect.call.name} was killed"))
 
     async def _await_tools(self, effect: fx.AwaitTools) -> ToolSettled:
         """The next started call's outcome: it settled, or its own timer ran out first."""
-        while not self._settled:
-            if self._batch_error is not None:
-                raise self._batch_error
-            assert self._started, "AwaitTools with no call of the batch running"
-            deadline = min(run.deadline for run in self._started.values())
-            self._batch_woken = anyio.Event()
+        batch = self._batch
+        assert batch is not None, "AwaitTools with no call of the batch started"
+        while not batch.settled:
+            if batch.error is not None:
+                raise batch.error
+            assert batch.started, "AwaitTools with no call of the batch running"
+            deadline = min(run.deadline for run in batch.started.values())
+            batch.woken = anyio.Event()
             with anyio.move_on_at(deadline):
-                await self._batch_woken.wait()
+                await batch.woken.wait()
             now = self._alarm.now()
-            for run in sorted(self._started.values(), key=lambda run: run.deadline):
+            for run in sorted(batch.started.values(), key=lambda run: run.deadline):
                 if run.deadline <= now:
-                    self._decide(run, _timed_out(run.effect.call.name, run.timeout_ms))
-        if self._batch_error is not None:
-            raise self._batch_error
-        run, result = self._settled.popleft()
-        if not self._started and not self._settled:
+                    self._decide(batch, run, _timed_out(run.effect.call.name, run.timeout_ms))
+        if batch.error is not None:
+            raise batch.error
+        run, result = batch.settled.popleft()
+        if not batch.started and not batch.settled:
             self._end_batch()
         return self._settled_event(run.effect.call.name, run.effect.index, run.started, result)
 
     def _end_batch(self) -> None:
-        """The attempt is over: no started call runs on, its kill handle is gone."""
-        if self._batch_kill is not None:
-            self.control.deregister_kill(self._batch_kill)
-            self._batch_kill = None
-        for run in list(self._started.values()):
-            run.end()
-        self._started.clear()
-        self._settled.clear()
+        """No started call runs on, and the batch's kill handle is gone."""
+        batch, self._batch = self._batch, None
+        if batch is not None:
+            self.control.deregister_kill(batch.kill)
+            for run in batch.started.values():
+                run.end()
 
     def _streaming_context(self) -> StreamingContext:
         """The live stream the calls being dispatched came from (SPEC 6 step 3)."""

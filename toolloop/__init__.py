@@ -103,6 +103,7 @@ __all__ = [
     "ApiFamily",
     # the loop and the generation turn
     "Attempt",
+    "AwaitTools",
     # the ports, and the in-memory ones
     "Channel",
     "ClearStopRequest",
@@ -113,8 +114,6 @@ __all__ = [
     "CountToolUsage",
     "DeliberateMode",
     "DispatchTool",
-    "StartTool",
-    "AwaitTools",
     "Effect",
     "ErrorKind",
     "Event",
@@ -156,6 +155,7 @@ __all__ = [
     "Secret",
     "SendNotice",
     "SetTextSuppression",
+    "StartTool",
     "StashTaken",
     "Step",
     "Sticker",

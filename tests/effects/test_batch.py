@@ -12,6 +12,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.effects.harness import BACKENDS, Backend, Host, ScriptProvider, completed, run_on
 from toolloop.effects.interpreter import run_tool_loop
@@ -244,3 +246,34 @@ def test_a_bad_tool_timeout_is_refused_at_registration(timeout: Any, problem: st
     with pytest.raises(ToolSchemaError) as raised:
         host.registry.register(t, timeout=timeout)
     assert str(raised.value) == problem
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@given(
+    size=st.integers(2, 5),
+    limit=st.integers(1, 3),
+    kill_after=st.integers(1, 3),
+)
+@settings(max_examples=15, deadline=None)
+def test_a_kill_at_any_point_of_a_batch_leaves_nothing_running_and_nothing_added(
+    backend: Backend, size: int, limit: int, kill_after: int
+) -> None:
+    """Kill invariant: whenever the kill comes, no tool runs on and no entry is kept."""
+    log = Log()
+    names = [f"t{n}" for n in range(size)]
+    host = batch_host(log, names, LoopConfig(tool_parallel_limit=limit))
+    killed_at = min(kill_after, limit, size)
+
+    async def main() -> Any:
+        async with anyio.create_task_group() as group:
+            group.start_soon(kill_when_running, host, log, killed_at)
+            result = await host.run()
+            group.cancel_scope.cancel()
+        return result
+
+    result = run_on(backend, main)
+    assert result.status is TurnStatus.STOPPED_BY_USER
+    assert log.running == set()
+    assert host.last_state is not None and host.last_state.function_history == ()
+    assert len(host.provider.requests) == 1
+    assert host.leftovers() == []

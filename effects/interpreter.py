@@ -34,6 +34,7 @@ against anyio only: it runs on trio and is simply awaited by an asyncio bot.
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import math
@@ -43,7 +44,7 @@ from typing import Any, TypeVar
 import anyio
 import attrs
 from anyio import TaskHandle
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 
 from toolloop.effects.clock import loop_clock
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
@@ -252,13 +253,54 @@ class _Call:
 
 
 class _ToolRun(_Call):
-    __slots__ = ("started",)
+    __slots__ = ("started", "timeout_ms")
 
     def __init__(
-        self, effect: fx.DispatchTool, runner: TaskHandle[None], alarm: _Alarm, timeout: float
+        self, effect: fx.DispatchTool, runner: TaskHandle[None], alarm: _Alarm, timeout_ms: int
     ) -> None:
         self.started = alarm.now()
-        super().__init__(effect, runner, alarm, self.started + timeout)
+        self.timeout_ms = timeout_ms
+        super().__init__(effect, runner, alarm, self.started + timeout_ms / 1000)
+
+
+class _Batch:
+    """The calls of a batch started side by side (`StartTool`), until each is reported."""
+
+    __slots__ = ("error", "kill", "settled", "started", "woken")
+
+    def __init__(self, kill: Callable[[], None]) -> None:
+        self.started: dict[int, _Started] = {}
+        """The calls running, by their position in the batch."""
+        self.settled: collections.deque[tuple[_Started, ToolResult]] = collections.deque()
+        """Started calls whose outcome is decided, in that order, not yet reported."""
+        self.woken: anyio.Event | None = None
+        """Set when a started call settles or is killed, for the runner waiting on them."""
+        self.error: Exception | None = None
+        """What a started call's registry raised: the attempt's failure, as for one call."""
+        self.kill = kill
+        """The batch's kill handle, registered while the batch exists: one bound method,
+        so the turn control sees the same handle both times."""
+
+
+class _Started:
+    """A call of a batch started beside others (`StartTool`): its own task, timer and kill.
+
+    `open` until its outcome is decided: it settled, its timer ran out or a kill
+    ended it; a result that comes after that is dropped.
+    """
+
+    __slots__ = ("deadline", "effect", "open", "scope", "started", "timeout_ms")
+
+    def __init__(self, effect: fx.StartTool, started: float, timeout_ms: int) -> None:
+        self.effect, self.started, self.timeout_ms = effect, started, timeout_ms
+        self.deadline = started + timeout_ms / 1000
+        self.scope = anyio.CancelScope()
+        self.open = True
+
+    def end(self) -> None:
+        """Its outcome is decided: cancel what still runs of it (a straggler runs on)."""
+        self.open = False
+        self.scope.cancel()
 
 
 class _Sink(_Call):
@@ -393,8 +435,9 @@ class _Interpreter:
     _killed: KillSignal = attrs.field(init=False)
     """The turn's kill signal, read once: the attempt belongs to one turn."""
     _stream_timeout: float = attrs.field(init=False)
-    _tool_timeout: float = attrs.field(init=False)
-    """The two call timeouts in seconds."""
+    _batch: _Batch | None = attrs.field(init=False, default=None)
+    """The calls of a batch started side by side, while any is not reported (SPEC 6b);
+    made by the first `StartTool`, so a turn of single calls holds none."""
     _state: IterationState = attrs.field(init=False)
     """The state the awaited effect of the last step answers to (set by `supervise`)."""
     _runner: TaskHandle[None] = attrs.field(init=False)
@@ -406,7 +449,6 @@ class _Interpreter:
         """Start the runner and watch its calls until the attempt has its outcome."""
         self._killed = self.control.killed
         self._stream_timeout = self.config.stream_sdk_call_timeout_ms / 1000
-        self._tool_timeout = self.config.tool_execution_timeout_ms / 1000
         self._state = initial_state(self.config, self.turn)
         self._spawn(self._state, TurnStarted())
         alarm = self._alarm
@@ -476,9 +518,7 @@ class _Interpreter:
         name = call.effect.call.name
         if call.killed:
             return _failure(f"Tool {name} was killed")
-        return _failure(
-            f"Tool {name} timed out after {_seconds(self.config.tool_execution_timeout_ms)} s"
-        )
+        return _timed_out(name, call.timeout_ms)
 
     # -- the runner ------------------------------------------------------------------------
 
@@ -510,9 +550,11 @@ class _Interpreter:
                 # step, its other effects or the event that led here (a held turn's memory).
                 del out, event, fire_and_forget
                 if isinstance(last, fx.Finish):
+                    self._end_batch()
                     self._outcome = last.result
                     return
                 if isinstance(last, fx.RaiseError):
+                    self._end_batch()
                     self._outcome = RAISES[last.kind](last.message)
                     return
                 answer = self._perform(last)
@@ -520,6 +562,7 @@ class _Interpreter:
         except _Superseded:
             return
         except Exception as error:  # the attempt's failure, raised by `run_tool_loop`
+            self._end_batch()
             self._outcome = error
 
     def _perform(self, effect: fx.Effect) -> Awaitable[Event | None] | None:
@@ -614,13 +657,18 @@ class _Interpreter:
     def _stream_ended(self, sink: _Sink, result: StreamResult) -> StreamEnded:
         if result.status in _FAILED:
             _log_failed_stream(self.provider.descriptor, sink.span, result)
-        return _new_stream_ended(result=result, stop=self.control.pending_request())
+        stop = self.control.pending_request()
+        if len(result.calls) < 2:
+            return _new_stream_ended(result=result, stop=stop)
+        exclusive = tuple(self.registry.exclusive(call.name.strip()) for call in result.calls)
+        return _new_stream_ended(result=result, stop=stop, exclusive=exclusive)
 
     # -- stage 02 --------------------------------------------------------------------------
 
     def _dispatch(self, effect: fx.DispatchTool) -> Awaitable[ToolSettled]:
         context = effect.context
-        call = _ToolRun(effect, self._runner, self._alarm, self._tool_timeout)
+        timeout_ms = self._timeout_ms(effect.call.name)
+        call = _ToolRun(effect, self._runner, self._alarm, timeout_ms)
         invocation = _new_tool_invocation(
             killed=self._killed,
             notify=self._progress_notice(context, call),
@@ -629,8 +677,103 @@ class _Interpreter:
         work = self.registry.execute(effect.call, context, invocation)
         return self._call(call, work, self._tool_settled)
 
+    def _timeout_ms(self, tool: str) -> int:
+        """The tool's own timeout (`timeout=` at registration), else the configured one."""
+        own = self.registry.timeout_ms(tool)
+        return self.config.tool_execution_timeout_ms if own is None else own
+
+    # -- stage 02, a batch's calls side by side (SPEC 6b) ----------------------------------
+
+    async def _start_tool(self, effect: fx.StartTool) -> None:
+        """Start a call of the batch in its own task, under its own timer, and go on.
+
+        Started with `TaskGroup.start`: the task reports itself started right before
+        it enters the registry, and runs on without a checkpoint, so the calls of a
+        batch enter their tools in the model's order on every backend.
+        """
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = _Batch(self._kill_batch)
+            self.control.register_kill(batch.kill)
+        run = _Started(effect, self._alarm.now(), self._timeout_ms(effect.call.name))
+        batch.started[effect.index] = run
+        await self.runners.start(self._run_started, batch, run)
+        if self._killed.is_set():  # killed between calls: this one ends at once too
+            self._kill_batch()
+
+    async def _run_started(
+        self,
+        batch: _Batch,
+        run: _Started,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        effect = run.effect
+        invocation = _new_tool_invocation(
+            killed=self._killed,
+            notify=self._progress_notice(effect.context, run),
+            streaming=self._streaming_context(),
+        )
+        with run.scope:
+            try:
+                work = self.registry.execute(effect.call, effect.context, invocation)
+                task_status.started()
+                result = await work
+            except Exception as error:  # not a tool's failure (those are results): the attempt's
+                batch.error = error
+                result = _failure(f"{type(error).__name__}: {error}")
+            self._decide(batch, run, result)
+
+    def _decide(self, batch: _Batch, run: _Started, result: ToolResult) -> None:
+        """A started call's outcome: reported to the runner in the order outcomes came."""
+        if not run.open:
+            return
+        run.end()
+        del batch.started[run.effect.index]
+        batch.settled.append((run, result))
+        if batch.woken is not None:
+            batch.woken.set()
+
+    def _kill_batch(self) -> None:
+        """The kill ends every started call at once (SPEC 6b item 4)."""
+        batch = self._batch
+        if batch is not None:
+            for run in list(batch.started.values()):
+                self._decide(batch, run, _failure(f"Tool {run.effect.call.name} was killed"))
+
+    async def _await_tools(self, effect: fx.AwaitTools) -> ToolSettled:
+        """The next started call's outcome: it settled, or its own timer ran out first."""
+        batch = self._batch
+        assert batch is not None, "AwaitTools with no call of the batch started"
+        while not batch.settled:
+            if batch.error is not None:
+                raise batch.error
+            assert batch.started, "AwaitTools with no call of the batch running"
+            deadline = min(run.deadline for run in batch.started.values())
+            batch.woken = anyio.Event()
+            with anyio.move_on_at(deadline):
+                await batch.woken.wait()
+            now = self._alarm.now()
+            for run in sorted(batch.started.values(), key=lambda run: run.deadline):
+                if run.deadline <= now:
+                    self._decide(batch, run, _timed_out(run.effect.call.name, run.timeout_ms))
+        if batch.error is not None:
+            raise batch.error
+        run, result = batch.settled.popleft()
+        if not batch.started and not batch.settled:
+            self._end_batch()
+        return self._settled_event(run.effect.call.name, run.effect.index, run.started, result)
+
+    def _end_batch(self) -> None:
+        """No started call runs on, and the batch's kill handle is gone."""
+        batch, self._batch = self._batch, None
+        if batch is not None:
+            self.control.deregister_kill(batch.kill)
+            for run in batch.started.values():
+                run.end()
+
     def _streaming_context(self) -> StreamingContext:
-        """The live stream the call being dispatched came from (SPEC 6 step 3)."""
+        """The live stream the calls being dispatched came from (SPEC 6 step 3)."""
         state = self._state
         assert state.pending is not None, "a dispatch always holds its call"
         return _new_streaming_context(
@@ -641,18 +784,25 @@ class _Interpreter:
         )
 
     def _tool_settled(self, call: _ToolRun, result: ToolResult) -> ToolSettled:
-        name, descriptor = call.effect.call.name, self.provider.descriptor
+        effect = call.effect
+        return self._settled_event(effect.call.name, effect.index, call.started, result)
+
+    def _settled_event(
+        self, name: str, index: int, started: float, result: ToolResult
+    ) -> ToolSettled:
+        descriptor = self.provider.descriptor
         return _new_tool_settled(
             result=result,
             requires_follow_up=self.registry.requires_follow_up(
                 name, descriptor, descriptor.server
             ),
-            duration_ms=round((self._alarm.now() - call.started) * 1000),
+            duration_ms=round((self._alarm.now() - started) * 1000),
             stop=self.control.pending_request(),
+            index=index,
         )
 
     def _progress_notice(
-        self, context: ToolContext, call: _ToolRun
+        self, context: ToolContext, call: _ToolRun | _Started
     ) -> Callable[[str], Awaitable[None]]:
         """A tool's progress notices, dropped once its call is over (killed, overdue)."""
 
@@ -747,6 +897,8 @@ Performer = Callable[[_Interpreter, Any], Awaitable[Event | None] | None]
 _PERFORMERS: dict[type[Any], Performer] = {
     fx.StreamOnce: _Interpreter._stream_once,
     fx.DispatchTool: _Interpreter._dispatch,
+    fx.StartTool: _Interpreter._start_tool,
+    fx.AwaitTools: _Interpreter._await_tools,
     fx.TakeStashedContext: _Interpreter._take_stash,
     fx.SendNotice: _Interpreter._notice,
     fx.Log: _Interpreter._log,
@@ -819,6 +971,10 @@ def _log_failed_stream(
         "no error given" if error is None else f"{error.type}: {error.message}",
         extra={"provider": provider.name, "endpoint": provider.endpoint, "status": result.status},
     )
+
+
+def _timed_out(name: str, timeout_ms: int) -> ToolResult:
+    return _failure(f"Tool {name} timed out after {_seconds(timeout_ms)} s")
 
 
 def _seconds(milliseconds: int) -> str:

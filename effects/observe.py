@@ -60,6 +60,8 @@ class ToolStarted:
     iteration: int
     name: str
     args: JsonObject | None
+    call_id: str = ""
+    """The call's id: the calls of a batch run side by side, each its own tool event."""
 
 
 @attrs.frozen(kw_only=True)
@@ -72,6 +74,7 @@ class ToolFinished:
     success: bool
     error: str | None
     duration_ms: int
+    call_id: str = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -129,25 +132,29 @@ def host_events(
             status=result.status,
             text=result.accumulated_text,
         )
-    elif isinstance(event, ToolSettled) and state.pending is not None:
+    elif isinstance(event, ToolSettled) and (pending := state.pending) is not None:
+        batch = pending.batch
+        call = batch[event.index].call if batch else pending.stream.data
         yield ToolFinished(
             attempt=attempt,
             iteration=state.iteration,
-            name=state.pending.name,
+            name=batch[event.index].call.name if batch else pending.name,
             success=event.result.success,
             error=event.result.error,
             duration_ms=event.duration_ms,
+            call_id=getattr(call, "call_id", ""),
         )
     for effect in out.effects:
         if isinstance(effect, fx.StreamOnce):
             yield StreamStarted(attempt=attempt, iteration=effect.iteration)
-        elif isinstance(effect, fx.DispatchTool):
+        elif isinstance(effect, fx.DispatchTool | fx.StartTool):
             name, args = effect.call.name, effect.call.args
             yield ToolStarted(
                 attempt=attempt,
                 iteration=effect.context.iteration,
                 name=name,
                 args=redact(name, args),
+                call_id=effect.call.call_id,
             )
         elif isinstance(effect, fx.Finish):
             yield TurnFinished(attempt=attempt, result=effect.result)

@@ -92,6 +92,14 @@ class ToolRegistryPort(Protocol):
         """The arguments with every secret the tool's schema names replaced."""
         ...
 
+    def exclusive(self, tool: str) -> bool:
+        """Whether the tool runs alone within a batch of calls (SPEC 6b item 3)."""
+        ...
+
+    def timeout_ms(self, tool: str) -> int | None:
+        """The tool's own timeout, overriding `TOOL_EXECUTION_TIMEOUT_MS`; None: that one."""
+        ...
+
 
 @attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
 class StreamingContext:

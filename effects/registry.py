@@ -26,6 +26,7 @@ import collections
 import inspect
 import json
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeAlias, TypeVar, overload
@@ -158,6 +159,10 @@ class RegisteredTool:
     available: TurnGate
     """Live turn state: a refusal says "not available for the current turn"."""
     follow_up: FollowUpRule
+    exclusive: bool = False
+    """Runs alone within a batch of calls (SPEC 6b item 3)."""
+    timeout_ms: int | None = None
+    """Its own timeout, fresh per call, instead of `TOOL_EXECUTION_TIMEOUT_MS`."""
 
 
 _Kept: TypeAlias = tuple[str, JsonObject | None, bool, bool, str | None, float]
@@ -183,6 +188,8 @@ class ToolRegistry:
         requires_follow_up: bool | FollowUpRule = False,
         providers: Collection[ApiFamily] | ProviderGate | None = None,
         available: TurnGate | None = None,
+        exclusive: bool = False,
+        timeout: float | None = None,
     ) -> RegisteredTool:
         """Add a tool; its schema is checked here, once, and a bad one raises `ToolSchemaError`.
 
@@ -192,11 +199,14 @@ class ToolRegistry:
         (`toolloop.effects.signature`); it is then called with typed arguments.
         `providers` is the API families that support the tool (or a predicate
         over the provider; None: all). `available` is a predicate over the turn's
-        `ToolContext`.
+        `ToolContext`. `exclusive`: the tool runs alone within a batch of calls.
+        `timeout` (seconds, above zero): the tool's own timeout, fresh per call,
+        instead of `TOOL_EXECUTION_TIMEOUT_MS`.
         """
         tool_name = function.__name__ if name is None else name
         if tool_name in self._tools:
             raise ToolSchemaError(tool_name, "is already registered", "name")
+        timeout_ms = _timeout_ms(tool_name, timeout)
         if parameters is None and not takes_arguments_dict(function):
             try:
                 typed = typed_tool(function, ToolCall)
@@ -220,6 +230,8 @@ class ToolRegistry:
             supports=_provider_gate(providers),
             available=available or _always,
             follow_up=_follow_up_rule(requires_follow_up),
+            exclusive=exclusive,
+            timeout_ms=timeout_ms,
         )
         self._tools[tool_name] = tool
         self._specs = (None, ())
@@ -267,6 +279,16 @@ class ToolRegistry:
         """Whether the tool's result must be presented by the model (SPEC 7); unknown: no."""
         registered = self._tools.get(tool)
         return registered is not None and registered.follow_up(provider, server)
+
+    def exclusive(self, tool: str) -> bool:
+        """Whether the tool was registered `exclusive=True`; unknown: no."""
+        registered = self._tools.get(tool)
+        return registered is not None and registered.exclusive
+
+    def timeout_ms(self, tool: str) -> int | None:
+        """The tool's own timeout in ms (`timeout=` at registration), or None."""
+        registered = self._tools.get(tool)
+        return None if registered is None else registered.timeout_ms
 
     def redact(self, tool: str, args: JsonObject | None) -> JsonObject | None:
         """`args` with every `writeOnly` parameter of the tool's schema replaced by `[redacted]`."""
@@ -467,6 +489,18 @@ def check_name(name: str) -> str:
     if not NAME_PATTERN.match(name):
         raise ToolSchemaError(name, f"must be {NAME_RULE}", "name")
     return name
+
+
+def _timeout_ms(tool: str, timeout: float | None) -> int | None:
+    """A tool's own timeout in ms; a value that is not a number above zero is refused."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        problem = f"must be a number of seconds above zero (got {timeout!r})"
+        raise ToolSchemaError(tool, problem, "timeout")
+    if not math.isfinite(timeout):
+        raise ToolSchemaError(tool, f"must be finite (got {timeout!r})", "timeout")
+    return max(1, round(timeout * 1000))
 
 
 def _provider_gate(providers: Collection[ApiFamily] | ProviderGate | None) -> ProviderGate:

@@ -14,6 +14,7 @@ attribute `toolloop.engine.step` is the function `step`, as in
 """
 
 from toolloop.engine.commands import (
+    AwaitTools,
     ClearStopRequest,
     CountToolUsage,
     DispatchTool,
@@ -31,6 +32,7 @@ from toolloop.engine.commands import (
     RetainAffordance,
     SendNotice,
     SetTextSuppression,
+    StartTool,
     StreamOnce,
     TakeStashedContext,
 )
@@ -79,6 +81,8 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "Effect",
     "StreamOnce",
     "DispatchTool",
+    "StartTool",
+    "AwaitTools",
     "TakeStashedContext",
     "SendNotice",
     "NoticeKey",

@@ -69,10 +69,33 @@ class StreamOnce:
 
 @attrs.frozen(kw_only=True, slots=False)
 class DispatchTool:
-    """Run the tool, raced against its timeout and the kill (answer: ToolSettled)."""
+    """Run the tool, raced against its timeout and the kill (answer: ToolSettled).
+
+    The only call running: a single call, or one of a batch that runs alone.
+    """
 
     call: FunctionCall
     context: ToolContext
+    index: int = 0
+    """The call's position in its batch, which its `ToolSettled` carries back."""
+
+
+@attrs.frozen(kw_only=True, slots=False)
+class StartTool:
+    """Start a call of a batch beside the others running, under its own timeout (SPEC 6b).
+
+    Answers nothing itself: the batch's calls settle one `ToolSettled` at a time,
+    each the answer of a step's `AwaitTools`.
+    """
+
+    call: FunctionCall
+    context: ToolContext
+    index: int
+
+
+@attrs.frozen(kw_only=True, slots=False)
+class AwaitTools:
+    """Wait for the next running call of the batch to settle (answer: its ToolSettled)."""
 
 
 @attrs.frozen(kw_only=True, slots=False)
@@ -163,6 +186,8 @@ Effect = (
     SendNotice
     | StreamOnce
     | DispatchTool
+    | StartTool
+    | AwaitTools
     | TakeStashedContext
     | ResetFollowUpCount
     | IncrementFollowUpCount
@@ -176,7 +201,7 @@ Effect = (
     | Finish
     | RaiseError
 )
-AWAITED: tuple[type[Any], ...] = (StreamOnce, DispatchTool, TakeStashedContext)
+AWAITED: tuple[type[Any], ...] = (StreamOnce, DispatchTool, AwaitTools, TakeStashedContext)
 """Effects whose answer is the next event; one ends every non-final step."""
 FINAL: tuple[type[Any], ...] = (Finish, RaiseError)
 register_union(Effect)

@@ -59,6 +59,7 @@ VARIABLES: dict[str, Variable] = {
     "VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS": Variable(
         field="verbatim_tool_call_max_buffer_chars", minimum=1, maximum=1_048_576
     ),
+    "TOOL_PARALLEL_LIMIT": Variable(field="tool_parallel_limit", minimum=1, maximum=1_000),
 }
 
 

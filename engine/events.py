@@ -38,6 +38,9 @@ class StreamEnded:
     result: StreamResult
     stop: StopRequest = StopRequest.NONE
     """The channel's stop request when the stream ended: stage 02's check before any tool."""
+    exclusive: tuple[bool, ...] = ()
+    """For a batch of two or more calls, the registry's answer for each, in order: the
+    tool runs alone (SPEC 6b item 3). Empty for a single call, which always runs alone."""
 
 
 @attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
@@ -50,6 +53,8 @@ class ToolSettled:
     duration_ms: int = 0
     stop: StopRequest = StopRequest.NONE
     """The channel's stop request when the tool settled: stage 02's check after dispatch."""
+    index: int = 0
+    """Which call of the batch settled: its position in the model's order (SPEC 6b)."""
 
 
 @attrs.frozen(kw_only=True)

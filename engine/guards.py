@@ -18,10 +18,18 @@ both kinds of outcome: a call that stage 02 refused when the stream ended
 import enum
 from collections.abc import Callable
 
+from toolloop.engine import batch as batches
 from toolloop.engine import restart, tool_call
 from toolloop.engine.events import Event, StashTaken, StopRequest, StreamEnded, ToolSettled
 from toolloop.engine.policy import is_novelai, is_visible, should_end_after_pre_tool_text
-from toolloop.states import FunctionCall, IterationState, StreamStatus, ToolResult
+from toolloop.states import (
+    BatchCall,
+    FunctionCall,
+    IterationState,
+    StreamResult,
+    StreamStatus,
+    ToolResult,
+)
 
 # Read on every event, so module names: a member read off its Enum class is a
 # class attribute lookup, several times slower on CPython 3.11.
@@ -54,6 +62,10 @@ class Context:
     result: ToolResult | None = None
     restart: str | None = None
     """The restart type a successful tool asked for (SPEC 6a)."""
+    restart_data: object = None
+    """The data of the successful tool that asked for the restart."""
+    batch: tuple[BatchCall, ...] = ()
+    """A batch of two or more calls as this event leaves it (SPEC 6b); empty for one call."""
     novelai_text = False
     """A NovelAI turn whose call came after visible text (SPEC 4, history steps 3 and 5)."""
     pre_tool_text = ""
@@ -63,6 +75,7 @@ class Context:
     outcome_failed = tool_succeeded = restart_requested = end_turn_requested = False
     novelai_failure_after_text = error_cap_reached = novelai_retries_exhausted = False
     has_stash_key = exit_policy_ends = ceiling_reached = False
+    batch_goes_on = batch_restart_requested = False
 
     def __init__(self, state: IterationState, event: Event) -> None:
         self.state, self.event = state, event
@@ -80,6 +93,30 @@ class Context:
             self.outcome_failed = True
             errors = state.consecutive_tool_errors + 1
             self.error_cap_reached = errors >= config.max_consecutive_tool_errors
+            if novelai:
+                self.novelai_failure_after_text = True
+                failures = state.nai_consecutive_tool_failures + 1
+                self.novelai_retries_exhausted = failures >= config.nai_tool_failure_retry_threshold
+        self.ceiling_reached = _next_reaches_ceiling(state)
+
+    def _batch_outcome(self, state: IterationState, successes: list[bool]) -> None:
+        """The facts of a whole batch's outcome: its entries counted in the model's order.
+
+        The error cap is reached when the count reaches it after any entry; a
+        NovelAI failure after visible text counts once per batch (SPEC 6b item 6).
+        """
+        config = state.config
+        errors, capped = state.consecutive_tool_errors, False
+        for success in successes:
+            errors = 0 if success else errors + 1
+            capped = capped or errors >= config.max_consecutive_tool_errors
+        self.error_cap_reached = capped
+        text = self.pre_tool_text
+        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
+        if all(successes):
+            self.tool_succeeded = True
+        else:
+            self.outcome_failed = True
             if novelai:
                 self.novelai_failure_after_text = True
                 failures = state.nai_consecutive_tool_failures + 1
@@ -108,6 +145,9 @@ class StreamEndedContext(Context):
             self.stream_stopped = status is StreamStatus.STOPPED_BY_USER
             self.stream_interrupted = status is StreamStatus.FOLLOW_UP_INTERRUPT
             return
+        if len(stream.calls) > 1:
+            self._batch(state, event, stream)
+            return
         self.name = name = tool_call.valid_name(stream)
         if name is None:
             self.call_malformed = True
@@ -123,6 +163,35 @@ class StreamEndedContext(Context):
         self.pre_tool_text = stream.accumulated_text
         self._outcome(state, refused)
 
+    def _batch(self, state: IterationState, event: StreamEnded, stream: StreamResult) -> None:
+        """A batch's facts: malformed if any call is; refused if every call is (SPEC 6b 1-2)."""
+        names = [batches.call_name(call) for call in stream.calls]
+        if None in names:
+            self.call_malformed = True
+            return
+        exclusive = event.exclusive or (False,) * len(names)
+        calls = []
+        for call, name, alone in zip(stream.calls, names, exclusive, strict=True):
+            assert name is not None
+            refusal = None
+            if call.arguments_truncated:
+                refusal = Refusal.TRUNCATED.value
+            elif tool_call.is_blocked(state.turn, name):
+                refusal = Refusal.BLOCKED.value
+            calls.append(
+                BatchCall(
+                    call=tool_call.renamed(call, name),
+                    exclusive=batches.is_exclusive(name, alone),
+                    refusal=refusal,
+                )
+            )
+        self.batch = tuple(calls)
+        self.call, self.name = self.batch[0].call, names[0]
+        self.pre_tool_text = stream.accumulated_text
+        if all(call.refusal is not None for call in calls):
+            self.call_refused = True
+            self._batch_outcome(state, [False] * len(calls))
+
 
 class ToolSettledContext(Context):
     """A settled tool's facts: its outcome, and the call and text it answers."""
@@ -133,6 +202,9 @@ class ToolSettledContext(Context):
         self.stop_requested = stop is _STOP
         pending = state.pending
         assert pending is not None, "DISPATCHING always holds the call"
+        if pending.batch:
+            self._batch(state, event, pending.batch)
+            return
         call = pending.stream.data
         assert isinstance(call, FunctionCall), "a dispatched call came from a valid stream"
         name = pending.name
@@ -145,10 +217,48 @@ class ToolSettledContext(Context):
             self.restart = kind = restart.restart_type(result.data)
             if kind is not None:
                 self.restart_requested = True
+                self.restart_data = result.data
                 self.has_stash_key = restart.pending_context_key(result.data) is not None
             provider, follow_up = state.turn.provider, event.requires_follow_up
             self.exit_policy_ends = should_end_after_pre_tool_text(provider, name, follow_up, text)
         self._outcome(state, not result.success)
+
+    def _batch(
+        self, state: IterationState, event: ToolSettled, batch: tuple[BatchCall, ...]
+    ) -> None:
+        """A call of a batch settled: the batch goes on, or its facts as a whole (SPEC 6b)."""
+        pending = state.pending
+        assert pending is not None
+        result = event.result
+        self.batch = batch = batches.settled(batch, event.index, result, event.requires_follow_up)
+        settled = batch[event.index]
+        self.call, self.name, self.result = settled.call, settled.call.name, result
+        self.pre_tool_text = text = pending.stream.accumulated_text
+        if self.stop_requested:  # the stop check is made once, after the batch (6b.4)
+            if any(call.running for call in batch):
+                self.batch_goes_on = True  # a kill ends the others at once; none starts
+                return
+        elif not all(call.done for call in batch):
+            self.batch_goes_on = True
+            return
+        self.end_turn_requested = any(
+            call.result is not None and call.result.end_turn for call in batch
+        )
+        successes = [batches.succeeded(call) for call in batch]
+        provider = state.turn.provider
+        self.exit_policy_ends = all(successes) and all(
+            should_end_after_pre_tool_text(provider, call.call.name, call.requires_follow_up, text)
+            for call in batch
+        )
+        for call in batch:
+            data = None if call.result is None or not call.result.success else call.result.data
+            kind = restart.restart_type(data)
+            if kind is not None and isinstance(data, dict):  # the first one asked for (6b.7)
+                self.batch_restart_requested = True
+                self.restart, self.restart_data = kind, data
+                self.has_stash_key = restart.pending_context_key(data) is not None
+                break
+        self._batch_outcome(state, successes)
 
 
 class StashTakenContext(Context):
@@ -239,6 +349,14 @@ novelai_retries_exhausted = Fact(
 exit_policy_ends = Fact(
     "exit_policy_ends",
     "The exit policy ends the turn after this success's pre-tool text (SPEC 7).",
+)
+batch_goes_on = Fact(
+    "batch_goes_on",
+    "A call of a batch settled and others still run or wait to start (SPEC 6b item 3).",
+)
+batch_restart_requested = Fact(
+    "batch_restart_requested",
+    "A call of a finished batch of two or more asked for a restart (SPEC 6b item 7).",
 )
 ceiling_reached = Fact(
     "ceiling_reached",

@@ -11,8 +11,10 @@ from collections.abc import Callable
 
 import attrs
 
+from toolloop.engine import batch as batches
 from toolloop.engine import restart, tool_call
 from toolloop.engine.commands import (
+    AwaitTools,
     ClearStopRequest,
     CountToolUsage,
     DispatchTool,
@@ -30,6 +32,7 @@ from toolloop.engine.commands import (
     RetainAffordance,
     SendNotice,
     SetTextSuppression,
+    StartTool,
     StreamOnce,
     TakeStashedContext,
 )
@@ -41,6 +44,7 @@ from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, is_visible
 from toolloop.engine.result import build_result
 from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,
+    BatchCall,
     FunctionCall,
     JsonObject,
     PendingCall,
@@ -73,6 +77,7 @@ _INCREMENT_FOLLOW_UPS = IncrementFollowUpCount()
 _QUEUE_STOP_RESPONSE = QueueStopResponse()
 _CLEAR_STOP_REQUEST = ClearStopRequest()
 _MARK_CHAIN_ACTIVE = MarkToolChainActive()
+_AWAIT_TOOLS = AwaitTools()
 
 
 # -- iterations and exits ------------------------------------------------------------------
@@ -218,6 +223,9 @@ def dispatch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """The registry runs the call under its trimmed name, told about its turn (SPEC 6.3, 6.6)."""
     event, call, name = ctx.event, ctx.call, ctx.name
     assert isinstance(event, StreamEnded) and call is not None and name is not None
+    if ctx.batch:
+        _start_batch(ctx, draft, effects)
+        return
     context = tool_call.tool_context(
         draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
     )
@@ -225,43 +233,111 @@ def dispatch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     draft.pending = _new_pending_call(stream=event.result, name=name)
 
 
+def _start_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A batch: each refused call is reported, then the first calls start (SPEC 6b 2-3)."""
+    for call in ctx.batch:
+        if call.refusal is not None:
+            _REFUSAL_REPORTS[Refusal(call.refusal)](draft, call.call, call.call.name, effects)
+    stream = _stream(ctx)
+    draft.pending = _new_pending_call(stream=stream, name=_name(ctx), batch=ctx.batch)
+    _start_ready(draft, effects)
+
+
+def settle_in_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A call of the batch settled: its result waits for the others; the next calls start."""
+    assert draft.pending is not None, "DISPATCHING always holds the call"
+    draft.pending = attrs.evolve(draft.pending, batch=ctx.batch)
+    result = ctx.result
+    if result is not None and result.success and ctx.name == SHORT_TERM_MEMORY_TOOL:
+        draft.short_term_memory_updated = True  # the calls that start later are refused it
+    if ctx.stop_requested:  # a stop starts no queued call; the ones running settle (6b.4)
+        effects.append(_AWAIT_TOOLS)
+        return
+    _start_ready(draft, effects)
+
+
+def _start_ready(draft: Draft, effects: list[Effect]) -> None:
+    """Start the calls the parallel limit and exclusivity allow, then wait for one to settle.
+
+    A call that is the only one running is a `DispatchTool`, awaited as a single
+    call is; calls running beside others are `StartTool`s, and the step waits for
+    the next of them with `AwaitTools` (SPEC 6b item 3).
+    """
+    pending = draft.pending
+    assert pending is not None and pending.batch
+    limit = draft.config.tool_parallel_limit
+    starting, frontier = batches.ready(pending.batch, pending.started, limit)
+    batch = batches.started_calls(pending.batch, starting)
+    draft.pending = attrs.evolve(pending, batch=batch, started=frontier)
+    context = tool_call.tool_context(
+        draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
+    )
+    if len(starting) == 1 and sum(call.running for call in batch) == 1:
+        index = starting[0]
+        effects.append(_new_dispatch_tool(call=batch[index].call, context=context, index=index))
+        return
+    for index in starting:
+        effects.append(StartTool(call=batch[index].call, context=context, index=index))
+    effects.append(_AWAIT_TOOLS)
+
+
 def keep_refusal(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
-    """A refused call never runs; its failure is kept in history (SPEC 6.4, then 6.5)."""
+    """A refused call never runs; its failure is kept in history (SPEC 6.4, then 6.5).
+
+    A batch whose every call was refused keeps each, in the model's order (6b.5).
+    """
+    stream = _stream(ctx)
+    if ctx.batch:
+        for refused in ctx.batch:
+            report = _REFUSAL_REPORTS[Refusal(refused.refusal)]
+            report(draft, refused.call, refused.call.name, effects)
+        _keep_batch(draft, stream, ctx.batch)
+        return
     assert ctx.refusal is not None, "only the rows of a refused call keep a refusal"
-    stream, call, name = _stream(ctx), _call(ctx), _name(ctx)
-    _REFUSE[ctx.refusal](draft, stream, call, name, effects)
+    call, name = _call(ctx), _name(ctx)
+    _REFUSAL_REPORTS[ctx.refusal](draft, call, name, effects)
+    _keep_refused(draft, ctx.refusal, call, name, _pre_tool_text(draft, stream))
 
 
-def _refuse_truncated(
-    draft: Draft, stream: StreamResult, call: FunctionCall, name: str, effects: list[Effect]
-) -> None:
-    """A truncated call never runs; the model is asked to reissue it whole (SPEC 6.4)."""
+def _report_truncated(draft: Draft, call: FunctionCall, name: str, effects: list[Effect]) -> None:
+    """A truncated call never runs: logged as an error, noticed as failed (SPEC 6.4)."""
     message = f"Tool call arguments truncated by the provider: {name}"
     effects.append(Log(level=Level.ERROR, message=message))
     reason = tool_call.TRUNCATED_REASON
     effects.append(tool_call.failed_notice(draft.iteration, call, name, reason, None))
-    response = tool_call.truncated_response(name)
-    entry = tool_call.history_entry(
-        attrs.evolve(call, args=None), name, response, None, _pre_tool_text(draft, stream)
-    )
-    _keep(draft, entry, success=False)
 
 
-def _refuse_blocked(
-    draft: Draft, stream: StreamResult, call: FunctionCall, name: str, effects: list[Effect]
-) -> None:
-    """A tool outside the deliberate-mode allowlist never runs; it counts as a failure."""
-    response = tool_call.blocked_response(draft.turn, name)
+def _report_blocked(draft: Draft, call: FunctionCall, name: str, effects: list[Effect]) -> None:
+    """A tool outside the deliberate-mode allowlist never runs: a warning, a failed notice."""
+    reason = tool_call.blocked_response(draft.turn, name)["reason"]
     message = f"Tool blocked by deliberate tool mode: {name}"
     effects.append(Log(level=Level.WARNING, message=message))
-    effects.append(tool_call.failed_notice(draft.iteration, call, name, response["reason"], None))
-    entry = tool_call.history_entry(call, name, response, None, _pre_tool_text(draft, stream))
-    if tool_call.is_sticker_tool(name):
-        draft.selected_sticker = None
+    effects.append(tool_call.failed_notice(draft.iteration, call, name, reason, None))
+
+
+_REFUSAL_REPORTS = {Refusal.TRUNCATED: _report_truncated, Refusal.BLOCKED: _report_blocked}
+
+
+def _keep_refused(
+    draft: Draft,
+    refusal: Refusal,
+    call: FunctionCall,
+    name: str,
+    text: tuple[JsonObject, ...] | None,
+    same_turn: bool = False,
+) -> None:
+    """A refused call's failure in history: the model is asked to reissue a truncated call
+    whole (without the arguments it never finished), or told which tools it may use."""
+    if refusal is Refusal.TRUNCATED:
+        response = tool_call.truncated_response(name)
+        cut = attrs.evolve(call, args=None)
+        entry = tool_call.history_entry(cut, name, response, None, text, same_turn)
+    else:
+        response = tool_call.blocked_response(draft.turn, name)
+        entry = tool_call.history_entry(call, name, response, None, text, same_turn)
+        if tool_call.is_sticker_tool(name):
+            draft.selected_sticker = None
     _keep(draft, entry, success=False)
-
-
-_REFUSE = {Refusal.TRUNCATED: _refuse_truncated, Refusal.BLOCKED: _refuse_blocked}
 
 
 def abort_stopped(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -290,19 +366,58 @@ def report_settled(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
 
 def keep_result(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """The tool's result becomes the history entry the model reads (SPEC 6.12-6.16)."""
-    result, name, call, turn = ctx.result, ctx.name, ctx.call, draft.turn
+    result, name, call = ctx.result, ctx.name, ctx.call
     assert result is not None and name is not None and call is not None
+    assert draft.pending is not None, "DISPATCHING always holds the call"
+    if ctx.batch:
+        _keep_batch(draft, draft.pending.stream, ctx.batch)
+        return
+    response = tool_call.response_for(name, result)
+    _keep_settled(draft, call, name, result, response, _pre_tool_text(draft, draft.pending.stream))
+
+
+def _keep_settled(
+    draft: Draft,
+    call: FunctionCall,
+    name: str,
+    result: ToolResult,
+    response: object,
+    text: tuple[JsonObject, ...] | None,
+    same_turn: bool = False,
+) -> None:
+    """A settled call's entry, with what its result sets for the turn (SPEC 6.12-6.15)."""
     if result.success and name == SHORT_TERM_MEMORY_TOOL:
         draft.short_term_memory_updated = True
     if tool_call.is_sticker_tool(name):
-        draft.selected_sticker = tool_call.resolve_sticker(turn, result)
+        draft.selected_sticker = tool_call.resolve_sticker(draft.turn, result)
     if result.success and result.response_delivered:
         draft.tool_response_delivered = True
-    response = tool_call.response_for(name, result)
-    assert draft.pending is not None, "DISPATCHING always holds the call"
-    text = _pre_tool_text(draft, draft.pending.stream)
-    entry = tool_call.history_entry(call, name, response, result, text)
+    entry = tool_call.history_entry(call, name, response, result, text, same_turn)
     _keep(draft, entry, success=result.success)
+
+
+def _keep_batch(draft: Draft, stream: StreamResult, batch: tuple[BatchCall, ...]) -> None:
+    """One entry per call of the batch, in the model's order, counted in that order.
+
+    The pre-tool text belongs to the first entry (SPEC 6b item 5); the sticker is the
+    last selection in that order. A call that asked for a restart answers that its
+    context was restarted (6b item 7, see `tool_call.restarted_response`).
+    """
+    text = _pre_tool_text(draft, stream)
+    for position, batched in enumerate(batch):
+        call, name, result = batched.call, batched.call.name, batched.result
+        owned = text if position == 0 else None
+        if result is None:
+            assert batched.refusal is not None, "a batch is kept once every call is done"
+            _keep_refused(draft, Refusal(batched.refusal), call, name, owned, position > 0)
+            continue
+        kind = restart.restart_type(result.data) if result.success else None
+        response = (
+            tool_call.response_for(name, result)
+            if kind is None
+            else tool_call.restarted_response(kind)
+        )
+        _keep_settled(draft, call, name, result, response, owned, position > 0)
 
 
 # -- stage 03 ------------------------------------------------------------------------------
@@ -311,14 +426,17 @@ def keep_result(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
 def restart_context(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """Restart with the tool's enhanced item: no history entry, counters reset (SPEC 6a)."""
     _reset_counters(draft)
-    data, kind = _result(ctx).data, _restart_type(ctx)
+    data, kind = ctx.restart_data, _restart_type(ctx)
+    assert isinstance(data, dict), "a restart's data is an object"
     draft.context = restart.apply_restart(draft.context, kind, restart.enhanced_item(data))
 
 
 def take_stash(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """Restart with a stashed item: ask for it, holding the call until it comes (SPEC 6a)."""
     _reset_counters(draft)
-    key = restart.pending_context_key(_result(ctx).data)
+    data = ctx.restart_data
+    assert isinstance(data, dict), "a restart's data is an object"
+    key = restart.pending_context_key(data)
     assert key is not None, "the row taking the stash is guarded by has_stash_key"
     effects.append(TakeStashedContext(key=key))
     assert draft.pending is not None, "DISPATCHING always holds the call"
@@ -356,7 +474,7 @@ def _keep(draft: Draft, entry: ToolHistoryEntry, *, success: bool) -> None:
 
 def raise_impersonation(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """Too many failures while speaking as the user: the attempt raises instead."""
-    count = draft.consecutive_tool_errors
+    count = _failures_in_a_row(draft)
     message = f"User impersonation aborted: the model failed {count} tool calls in a row."
     effects.append(RaiseError(kind=ErrorKind.IMPERSONATION_ABORTED, message=message))
     draft.pending = None
@@ -364,13 +482,21 @@ def raise_impersonation(ctx: Context, draft: Draft, effects: list[Effect]) -> No
 
 def finish_error_loop(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """Too many failures in a row: the tool error loop notice (or a log), finish `error`."""
-    turn, count = draft.turn, draft.consecutive_tool_errors
+    turn, count = draft.turn, _failures_in_a_row(draft)
     if turn.surface_user_errors:
         effects.append(_notice(NoticeKey.TOOL_ERROR_LOOP, Level.ERROR, draft.iteration))
     else:
         message = f"Tool error loop: {count} failed tool calls in a row"
         effects.append(Log(level=Level.ERROR, message=message))
     finish(draft, TurnStatus.ERROR, effects)
+
+
+def _failures_in_a_row(draft: Draft) -> int:
+    """The failures in a row that reached the cap: a batch may have gone on counting
+    after it (a later success resets the count), so never less than the cap."""
+    count: int = draft.consecutive_tool_errors
+    cap: int = draft.config.max_consecutive_tool_errors
+    return max(count, cap)
 
 
 def count_novelai_failure(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -419,15 +545,6 @@ def _pre_tool_text(draft: Draft, stream: StreamResult) -> tuple[JsonObject, ...]
 def _stream(ctx: Context) -> StreamResult:
     assert isinstance(ctx.event, StreamEnded), "only STREAMING rows read the stream"
     return ctx.event.result
-
-
-def _settled(ctx: Context) -> ToolSettled:
-    assert isinstance(ctx.event, ToolSettled), "only DISPATCHING rows read the tool's result"
-    return ctx.event
-
-
-def _result(ctx: Context) -> ToolResult:
-    return _settled(ctx).result
 
 
 def _call(ctx: Context) -> FunctionCall:

@@ -8,7 +8,7 @@ kind of event, the answer to the awaited effect that ended the previous step:
 
     IDLE          --TurnStarted-->  STREAMING
     STREAMING     --StreamEnded-->  DISPATCHING | STREAMING | FINISHED
-    DISPATCHING   --ToolSettled-->  STREAMING | TAKING_STASH | FINISHED
+    DISPATCHING   --ToolSettled-->  DISPATCHING | STREAMING | TAKING_STASH | FINISHED
     TAKING_STASH  --StashTaken-->   STREAMING | FINISHED
 
 A row is (source phase, event type, guards, actions, destination, move, SPEC
@@ -32,6 +32,19 @@ A move label may name several rows of one phase when they share the event and
 the destination: the ceiling (SPEC 4.4) ends the loop after whichever outcome
 would have started the next iteration, and each such outcome keeps its own
 state changes first, so each is its own row, all reported as `ceiling_reached`.
+
+A stream with several calls is one batch (SPEC 6b) and takes the same rows as
+one call: its facts are the batch's (malformed if any call is, refused if every
+call is; once its last call settles, its entries counted in the model's
+order). While the batch runs, DISPATCHING waits for each call's `ToolSettled`:
+`call_settled` keeps the result and starts the calls the parallel limit and
+exclusivity now allow (`DispatchTool` for a call running alone, `StartTool`
+and `AwaitTools` for calls running together); the last call's settle takes the
+rows of one settled tool. A stop is checked once, after the batch: a settle
+that sees one starts nothing more and waits for the calls still running (a
+kill has ended them, and a call ended so is not reported), and the settle
+that leaves none running aborts. A restart asked for by a call of the batch
+takes effect after the batch's other exits (6b item 7), in rows of its own.
 
 Not in the table: a `ceiling_reached` from IDLE. The ceiling is checked when
 each later iteration would begin; the smallest configurable ceiling (SPEC 2)
@@ -84,6 +97,7 @@ class Move(enum.StrEnum):
     NOVELAI_RETRY = "novelai_retry"
     TOOL_FAILED = "tool_failed"
     DISPATCHED = "dispatched"
+    CALL_SETTLED = "call_settled"
     STOPPED_DURING_TOOL = "stopped_during_tool"
     RESTART_TAKES_STASH = "restart_takes_stash"
     END_TURN = "end_turn"
@@ -276,9 +290,27 @@ TABLE: tuple[Row, ...] = (
         (),
         (*CALLED, do.clear_follow_up, do.dispatch),
         DISPATCHING,
-        "6.6",
+        "6.6 6b.3",
     ),
     # DISPATCHING --ToolSettled--> by the tool's outcome (SPEC 6.7-6.16, then 4.3's history)
+    _row(
+        DISPATCHING,
+        T,
+        M.CALL_SETTLED,
+        (g.batch_goes_on, g.stop_requested),
+        (do.settle_in_batch,),
+        DISPATCHING,
+        "6b.4",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.CALL_SETTLED,
+        (g.batch_goes_on,),
+        (*SETTLED, do.settle_in_batch),
+        DISPATCHING,
+        "6b.3 6b.5",
+    ),
     _row(
         DISPATCHING,
         T,
@@ -286,7 +318,7 @@ TABLE: tuple[Row, ...] = (
         (g.stop_requested,),
         (do.abort_stopped,),
         FINISHED,
-        "6.7",
+        "6.7 6b.4",
     ),
     _row(
         DISPATCHING,
@@ -347,6 +379,15 @@ TABLE: tuple[Row, ...] = (
     _row(
         DISPATCHING,
         T,
+        M.RESTART_TAKES_STASH,
+        (g.batch_restart_requested, g.has_stash_key),
+        (*KEPT, do.take_stash),
+        TAKING_STASH,
+        "6b.7",
+    ),
+    _row(
+        DISPATCHING,
+        T,
         M.CEILING_REACHED,
         (g.ceiling_reached, g.restart_requested),
         (*SETTLED, do.restart_context, *CEILING),
@@ -388,6 +429,15 @@ TABLE: tuple[Row, ...] = (
         (*SETTLED, do.restart_context, *NEXT),
         STREAMING,
         "6a",
+    ),
+    _row(
+        DISPATCHING,
+        T,
+        M.RESTARTED,
+        (g.batch_restart_requested,),
+        (*KEPT, do.restart_context, *NEXT),
+        STREAMING,
+        "6b.7",
     ),
     _row(
         DISPATCHING,

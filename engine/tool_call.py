@@ -107,6 +107,22 @@ def response_for(name: str, result: ToolResult) -> Any:
     return {"status": FAILED, "reason": failure_reason(result), "tool_name": name}
 
 
+RESTARTED = "context_restarted"
+
+
+def restarted_response(kind: str) -> JsonObject:
+    """What a call of a batch of two or more that asked for a restart answers (SPEC 6b.7).
+
+    Every call of a batch must be answered in the next request, so the restarting
+    call is: its context was added, and the enriched context follows the batch.
+    """
+    return {
+        "status": RESTARTED,
+        "type": kind,
+        "reason": "The requested context was added to the conversation after these results.",
+    }
+
+
 def resolve_sticker(turn: TurnSettings, result: ToolResult) -> Sticker | None:
     """The sendable guild sticker a sticker-tool success selected, or None (step 13)."""
     data = result.data
@@ -124,13 +140,18 @@ def history_entry(
     response: Any,
     result: ToolResult | None,
     pre_tool_text: tuple[JsonObject, ...] | None,
+    same_turn: bool = False,
 ) -> ToolHistoryEntry:
-    """The call/response pair the model sees from now on, with its pre-tool text (step 15)."""
+    """The call/response pair the model sees from now on, with its pre-tool text (step 15).
+
+    `same_turn`: a later call of a batch, made in the same reply as the entry before.
+    """
     return _new_history_entry(
         function_call=renamed(call, name),
         function_response={"name": name, "response": {"result": response}},
         image_metadata=None if result is None else result.image_metadata,
         pre_tool_call_text_parts=pre_tool_text,
+        same_turn=same_turn,
     )
 
 

@@ -46,9 +46,16 @@ ONE_ITERATION = {"BOT_MAX_FUNCTION_CALL_ITERATIONS": "1"}
 ONE_ERROR = {"BOT_MAX_CONSECUTIVE_TOOL_ERRORS": "1"}
 ONE_NAI_RETRY = {"NAI_TOOL_FAILURE_RETRY_THRESHOLD": "1"}
 IMPERSONATION: JsonObject = {"user_impersonation": True}
+ARGS: JsonObject = {"name": TOOL, "args": {"query": "cats"}}
+TRUNCATED_ARGS: JsonObject = {**ARGS, "arguments_truncated": True}
+PAIR = (ARGS, {"name": TOOL, "args": {"query": "dogs"}})
 RESTART: JsonObject = {
     "success": True,
     "data": {"type": "context_restart_youtube", "enhanced_context_item": {"text": "t"}},
+}
+STASHED_RESTART: JsonObject = {
+    "success": True,
+    "data": {"type": "context_restart_message_metadata", "pending_context_key": "k1"},
 }
 
 
@@ -62,6 +69,9 @@ class Witness:
     """The tool result a DISPATCHING move consumes."""
     env: Mapping[str, str] = attrs.field(factory=dict)
     turn: JsonObject = attrs.field(factory=dict)
+    calls: tuple[JsonObject, ...] = ()
+    """A batch (SPEC 6b): the calls the stream before this move carries instead of its
+    one call; those that run take this move's result and the next ones, in order."""
 
 
 def _stream(stream: JsonObject, **needs: Any) -> Witness:
@@ -96,11 +106,13 @@ WITNESSES: dict[tuple[Phase, str], Witness | tuple[Witness, ...]] = {
     (STREAMING, "tool_failed"): _stream(CALL, turn=BLOCKED_TURN),
     (STREAMING, "dispatched"): _stream(CALL),
     (DISPATCHING, "stopped_during_tool"): _result({"hang": True, "kill": True}),
-    (DISPATCHING, "restart_takes_stash"): _result(
-        {
-            "success": True,
-            "data": {"type": "context_restart_message_metadata", "pending_context_key": "k1"},
-        }
+    (DISPATCHING, "restart_takes_stash"): (
+        _result(STASHED_RESTART),
+        _result(STASHED_RESTART, calls=(TRUNCATED_ARGS, ARGS)),
+    ),
+    (DISPATCHING, "call_settled"): (
+        _result({"hang": True, "kill": True}, calls=PAIR),
+        _result({"success": True}, calls=PAIR),
     ),
     (DISPATCHING, "impersonation_aborted"): _result(FAILURE, env=ONE_ERROR, turn=IMPERSONATION),
     (DISPATCHING, "tool_error_loop"): _result(FAILURE, env=ONE_ERROR),
@@ -113,7 +125,10 @@ WITNESSES: dict[tuple[Phase, str], Witness | tuple[Witness, ...]] = {
         _result(FAILURE, env=ONE_ITERATION),
         _result({"success": True}, env=ONE_ITERATION),
     ),
-    (DISPATCHING, "restarted"): _result(RESTART),
+    (DISPATCHING, "restarted"): (
+        _result(RESTART),
+        _result(RESTART, calls=(TRUNCATED_ARGS, ARGS)),
+    ),
     (DISPATCHING, "novelai_retry"): _result(FAILURE, turn=NOVELAI),
     (DISPATCHING, "tool_failed"): _result(FAILURE),
     (DISPATCHING, "tool_succeeded"): _result({"success": True, "data": {"hits": 3}}),
@@ -192,6 +207,9 @@ def scenario_for(moves: Sequence[Move]) -> JsonObject:
     turn: JsonObject = {}
     for move in moves:
         witness = witness_of(move)
+        if witness.calls:
+            streams[-1] = {key: value for key, value in streams[-1].items() if key != "call"}
+            streams[-1]["calls"] = list(witness.calls)
         streams.extend([witness.stream] if witness.stream is not None else [])
         results.extend([witness.result] if witness.result is not None else [])
         _merge(env, witness.env, move)

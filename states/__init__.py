@@ -10,7 +10,13 @@ from toolloop.states.config import (
     ConfigWarning,
     LoopConfig,
 )
-from toolloop.states.iteration import ContextState, IterationState, PendingCall, Phase
+from toolloop.states.iteration import (
+    BatchCall,
+    ContextState,
+    IterationState,
+    PendingCall,
+    Phase,
+)
 from toolloop.states.results import (
     GenerationTurnResult,
     PersonaResponse,
@@ -33,6 +39,7 @@ __all__ = [
     "SOFT_WARN_ITERATION_THRESHOLD",
     "SUPPRESS_FOLLOW_UP_AFTER_PRE_TOOL_TEXT",
     "ApiFamily",
+    "BatchCall",
     "ConfigWarning",
     "ContextItem",
     "ContextState",

@@ -49,6 +49,9 @@ class FunctionCall:
     """Provider-specific fields (call id, thought signature), opaque, replayed as is."""
     arguments_truncated: bool = False
     """The provider cut the arguments short; `args` holds only the keys that arrived whole."""
+    call_id: str = ""
+    """The provider's id for the call, else one its adapter made, unique within the turn:
+    a response is matched to its call by it (SPEC 3). Empty only where no provider sets one."""
 
 
 @attrs.frozen(kw_only=True)
@@ -76,7 +79,17 @@ class StreamResult:
     """The call for `function_call`, the error for `error` and `timeout`, else None."""
     thought_log: JsonObject | None = None
     """The model's reasoning payload, when it sent one."""
+    calls: tuple[FunctionCall, ...] = ()
+    """For `function_call`: every call the model made in this stream, in the order it
+    emitted them (SPEC 3, 6b); `data` is the first. Empty means `data` is the only one."""
     model_parts: tuple[JsonObject, ...] = ()
     """The provider-native parts of the model's own turn in this stream (SPEC 3):
     opaque JSON objects replayed to the same provider as the model's prefill;
     a provider with nothing native reports its visible text as one text part."""
+
+    @property
+    def batch(self) -> tuple[FunctionCall, ...]:
+        """The calls of a `function_call` stream, in the model's order (SPEC 6b)."""
+        if self.calls:
+            return self.calls
+        return (self.data,) if isinstance(self.data, FunctionCall) else ()

@@ -19,6 +19,8 @@ class LoopConfig:
     stream_abandoned_settle_timeout_ms: int = 5_000
     tool_execution_timeout_ms: int = 300_000
     verbatim_tool_call_max_buffer_chars: int = 8_192
+    tool_parallel_limit: int = 8
+    """Tool calls of one batch that run at once (1: one after another, SPEC 6b)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -6,10 +6,10 @@ import enum
 
 import attrs
 
-from toolloop.states.calls import JsonObject, StreamResult
+from toolloop.states.calls import FunctionCall, JsonObject, StreamResult
 from toolloop.states.config import LoopConfig
 from toolloop.states.results import GenerationTurnResult
-from toolloop.states.tools import ToolHistoryEntry
+from toolloop.states.tools import ToolHistoryEntry, ToolResult
 from toolloop.states.turn import ContextItem, Sticker, TurnSettings
 
 
@@ -39,15 +39,41 @@ class ContextState:
     """Instructions appended after the context, e.g. "metadata is revealed"."""
 
 
+@attrs.frozen(kw_only=True)
+class BatchCall:
+    """One call of a batch (SPEC 6b): the call under its trimmed name, and how it stands."""
+
+    call: FunctionCall
+    exclusive: bool = False
+    """The tool runs alone: the calls before it finish first, the calls after wait for it."""
+    refusal: str | None = None
+    """Why stage 02 refused it without running it (SPEC 6.4, 6.5), or None."""
+    running: bool = False
+    result: ToolResult | None = None
+    """Its result once it settled."""
+    requires_follow_up: bool = False
+    """The registry's answer for it once it settled (SPEC 7)."""
+
+    @property
+    def done(self) -> bool:
+        """Nothing more will come for it: refused, or settled."""
+        return self.refusal is not None or self.result is not None
+
+
 @attrs.frozen(kw_only=True, slots=False)
 class PendingCall:
     """The tool call being handled, between its stream and its outcome."""
 
     stream: StreamResult
     name: str
-    """The trimmed tool name."""
+    """The trimmed tool name (of the first call of a batch)."""
     restart_type: str | None = None
     """Set while a restart waits for its stashed context item."""
+    batch: tuple[BatchCall, ...] = ()
+    """A batch of two or more calls, in the model's order (SPEC 6b); empty for one call."""
+    started: int = 0
+    """How many calls of the batch, from the first, were started or refused: the next
+    one to start is at this position (calls start in the model's order)."""
 
 
 @attrs.frozen(kw_only=True, slots=False)

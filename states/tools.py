@@ -40,6 +40,9 @@ class ToolHistoryEntry:
     image_metadata: JsonObject | None = None
     pre_tool_call_text_parts: tuple[JsonObject, ...] | None = None
     """`({"type": "text", "text": ...},)`: what the model already said before the call."""
+    same_turn: bool = False
+    """The model made this call in the same reply as the previous entry's (a batch, SPEC
+    6b): a provider sends both in one assistant turn, then a response to each."""
 
     @property
     def response(self) -> Any:

@@ -54,7 +54,8 @@ FACADES = {
     "toolloop.engine": {
         *("step", "Step", "initial_state", "IterationState", "Phase", "Move", "InvalidEvent"),
         *("Event", "TurnStarted", "StreamEnded", "ToolSettled", "StashTaken", "StopRequest"),
-        *("Effect", "StreamOnce", "DispatchTool", "TakeStashedContext", "SendNotice"),
+        *("Effect", "StreamOnce", "DispatchTool", "StartTool", "AwaitTools"),
+        *("TakeStashedContext", "SendNotice"),
         *("NoticeKey", "Log", "Level", "ResetFollowUpCount", "IncrementFollowUpCount"),
         *("QueueStopResponse", "ClearStopRequest", "MarkToolChainActive", "SetTextSuppression"),
         *("CountToolUsage", "RetainAffordance", "Finish", "RaiseError", "ErrorKind"),

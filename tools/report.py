@@ -23,6 +23,7 @@ from toolloop.engine.commands import (
     QueueStopResponse,
     ResetFollowUpCount,
     SetTextSuppression,
+    StartTool,
     StreamOnce,
 )
 from toolloop.engine.events import StreamEnded, ToolSettled
@@ -31,7 +32,6 @@ from toolloop.engine.step import initial_state, step
 from toolloop.engine.trace import Trace, TraceStep
 from toolloop.states import (
     ConfigWarning,
-    FunctionCall,
     GenerationTurnResult,
     IterationState,
     StreamStatus,
@@ -103,34 +103,51 @@ def result_json(result: GenerationTurnResult) -> dict[str, Any]:
 
 
 def tool_calls(steps: tuple[TraceStep, ...]) -> list[dict[str, Any]]:
-    """Every function call the loop handled, with whether it ran and how it ended."""
+    """Every function call the loop handled, with whether it ran and how it ended.
+
+    The calls of a batch share their iteration and are listed in the model's order.
+    """
     calls: list[dict[str, Any]] = []
+    batch: list[dict[str, Any]] = []
     iteration = 0
     for record in steps:
         event = record.event
         if isinstance(event, StreamEnded) and event.result.status is StreamStatus.FUNCTION_CALL:
-            calls.append(_call_json(iteration, event, record))
-        elif isinstance(event, ToolSettled) and calls:
-            calls[-1]["success"] = event.result.success
-            calls[-1]["outcome"] = _settled_outcome(event, record.move)
+            batch = _batch_json(iteration, event, record)
+            calls += batch
+        elif isinstance(event, ToolSettled) and batch:
+            settled = batch[event.index]
+            settled["success"] = event.result.success
+            settled["restart"] = event.result.success and restart_type(event.result.data)
+            if record.move != "call_settled":
+                for call in batch:
+                    restarted = bool(call.get("restart"))
+                    call["outcome"] = _settled_outcome(restarted, record.move, len(batch))
         for effect in record.effects:
             if isinstance(effect, StreamOnce):
                 iteration = effect.iteration
+            elif isinstance(effect, DispatchTool | StartTool) and batch:
+                batch[effect.index]["dispatched"] = True
+    for call in calls:
+        call.pop("restart", None)
     return calls
 
 
-def _call_json(iteration: int, event: StreamEnded, record: TraceStep) -> dict[str, Any]:
-    data = event.result.data
-    call = data if isinstance(data, FunctionCall) else None
-    dispatched = any(isinstance(effect, DispatchTool) for effect in record.effects)
-    return {
-        "iteration": iteration,
-        "name": None if call is None else (call.name.strip() or call.name),
-        "args": None if call is None else call.args,
-        "dispatched": dispatched,
-        "success": False,
-        "outcome": "history" if dispatched else _outcome(record.move),
-    }
+def _batch_json(iteration: int, event: StreamEnded, record: TraceStep) -> list[dict[str, Any]]:
+    stream = event.result
+    outcome = "history" if record.move == "dispatched" else _outcome(record.move)
+    return [
+        {
+            "iteration": iteration,
+            "name": None if call is None else (call.name.strip() or call.name),
+            "args": None if call is None else call.args,
+            "call_id": None if call is None else call.call_id,
+            "dispatched": False,
+            "success": False,
+            "outcome": outcome,
+        }
+        for call in (stream.batch or (None,))  # a stream without call data: one entry
+    ]
 
 
 def _outcome(move: str) -> str:
@@ -139,11 +156,16 @@ def _outcome(move: str) -> str:
     return "restart" if move in RESTARTS else "history"
 
 
-def _settled_outcome(event: ToolSettled, move: str) -> str:
-    """A tool's outcome; a restart is one even when the ceiling ends the turn right after it."""
-    result = event.result
-    if move not in ABORTS and result.success and restart_type(result.data) is not None:
+def _settled_outcome(restarted: bool, move: str, calls: int) -> str:
+    """A tool's outcome; a restart is one even when the ceiling ends the turn right after it.
+
+    In a batch of two or more only the call that asked for the restart restarted; the
+    others are kept in history (SPEC 6b item 7).
+    """
+    if move not in ABORTS and restarted:
         return "restart"
+    if calls > 1 and move in RESTARTS:
+        return "history"
     return _outcome(move)
 
 
@@ -153,6 +175,7 @@ def history_json(state: IterationState) -> list[dict[str, Any]]:
         {
             "name": entry.function_call.name,
             "args": entry.function_call.args,
+            "call_id": entry.function_call.call_id,
             "response": entry.response,
             "pre_tool_text": (
                 None
@@ -186,13 +209,13 @@ def effect_json(effect: Effect) -> dict[str, Any]:
     """One effect of the trace, tagged with its `type`; the context a call carries, counted."""
     if isinstance(effect, StreamOnce):
         return stream_once_json(effect)
-    if isinstance(effect, DispatchTool):
+    if isinstance(effect, DispatchTool | StartTool):
         return dispatch_json(effect)
     data: dict[str, Any] = to_json(effect, Effect)
     return {"type": data.pop("_type"), **data}
 
 
-def dispatch_json(effect: DispatchTool) -> dict[str, Any]:
+def dispatch_json(effect: DispatchTool | StartTool) -> dict[str, Any]:
     """A dispatch, its tool context's live context items counted (the report stays linear)."""
     items = effect.context.context_items
     context = attrs.evolve(effect.context, context_items=())

@@ -55,6 +55,8 @@ class ScriptedCall:
     name: str
     args: JsonObject | None = None
     arguments_truncated: bool = False
+    id: str | None = None
+    """The provider's id for the call; None: `call_<provider call>_<position>`."""
 
 
 @attrs.frozen(kw_only=True)
@@ -68,6 +70,9 @@ class ScriptedStream:
     error: str | None = None
     """The message of an `error` or `timeout` stream."""
     call: ScriptedCall | None = None
+    """The first call the stream ends with (the one of `call`, or the first of `calls`)."""
+    calls: tuple[ScriptedCall, ...] = ()
+    """Every call the stream ends with, in the model's order (`call` is one of them)."""
     thought_log: JsonObject | None = None
     stall: bool = False
     """Stream the text, then go silent: the inactivity timeout (or the kill) ends it."""
@@ -103,6 +108,8 @@ class ScriptedResult:
     """A genuine stop (kill) arrives while the tool runs."""
     raises: str | None = None
     """Raise an exception with this message (the JSON key `raise`)."""
+    delay_ms: int = 0
+    """Settle after this much (virtual) time, so a batch's calls finish in any order."""
 
 
 @attrs.frozen(kw_only=True)
@@ -115,6 +122,8 @@ class ScriptedTool:
     requires_follow_up: bool = False
     available_for_provider: bool = True
     available_for_turn: bool = True
+    exclusive: bool = False
+    """Runs alone within a batch of calls (SPEC 6b)."""
     results: tuple[ScriptedResult, ...] = (ScriptedResult(),)
     """One consumed per run of the tool's code; the last repeats."""
 
@@ -407,7 +416,7 @@ def _tools(node: _Node) -> tuple[ScriptedTool, ...]:
 
 TOOL_KEYS = {
     "name", "description", "parameters", "requires_follow_up", "available_for_provider",
-    "available_for_turn", "results",
+    "available_for_turn", "results", "exclusive",
 }  # fmt: skip
 
 
@@ -422,6 +431,7 @@ def _tool(node: _Node) -> ScriptedTool:
         requires_follow_up=_read(fields, "requires_follow_up", _boolean, False),
         available_for_provider=_read(fields, "available_for_provider", _boolean, True),
         available_for_turn=_read(fields, "available_for_turn", _boolean, True),
+        exclusive=_read(fields, "exclusive", _boolean, False),
         results=_read(fields, "results", _results, default.results),
     )
 
@@ -463,10 +473,13 @@ OUTCOME_KEYS = {"success", "data", "error", "message", "end_turn", "response_del
 
 
 def _result(node: _Node) -> ScriptedResult:
-    fields = node.fields({*OUTCOME_KEYS, "hang", "kill", "raise"})
+    fields = node.fields({*OUTCOME_KEYS, "hang", "kill", "raise", "delay_ms"})
     hang = _read(fields, "hang", _boolean, False)
     raises = _read(fields, "raise", _string, None)
     _exclusive(node, fields, hang, raises)
+    delay_ms = _read(fields, "delay_ms", _delay, 0)
+    if hang and delay_ms:
+        raise fields["delay_ms"].fail("no 'delay_ms' in a result that hangs", "one")
     error = _read(fields, "error", _optional_string, None)
     return ScriptedResult(
         success=_read(fields, "success", _boolean, error is None),
@@ -479,7 +492,15 @@ def _result(node: _Node) -> ScriptedResult:
         hang=hang,
         kill=_read(fields, "kill", _boolean, False),
         raises=raises,
+        delay_ms=delay_ms,
     )
+
+
+def _delay(node: _Node) -> int:
+    value = _integer(node)
+    if value < 0:
+        raise node.fail("a number of milliseconds, zero or more")
+    return value
 
 
 def _exclusive(node: _Node, fields: dict[str, _Node], hang: bool, raises: str | None) -> None:
@@ -499,14 +520,18 @@ def _streams(node: _Node) -> tuple[ScriptedStream, ...]:
 STREAM_KEYS = {
     "status", "text", "details", "error", "call", "thought_log", "stall", "kill",
     "stop_before_tool", "follow_up_before_tool", "raise", "follow_up", "channel_fails",
-    "model_parts",
+    "model_parts", "calls",
 }  # fmt: skip
 ERROR_STATUSES = {StreamStatus.ERROR, StreamStatus.TIMEOUT}
 
 
 def _stream(node: _Node) -> ScriptedStream:
     fields = node.fields(STREAM_KEYS)
+    if "call" in fields and "calls" in fields:
+        raise fields["calls"].fail("one of 'call' and 'calls', not both", "both")
     call = _read(fields, "call", _call, None)
+    calls: tuple[ScriptedCall, ...] = _read(fields, "calls", _calls, ())
+    call = calls[0] if calls else call
     kill = _read(fields, "kill", _boolean, False)
     stall = _read(fields, "stall", _boolean, False)
     status = _status(fields, call, stall, kill)
@@ -518,6 +543,7 @@ def _stream(node: _Node) -> ScriptedStream:
         details=_read(fields, "details", _string, ""),
         error=_read(fields, "error", _string, None),
         call=call,
+        calls=calls or ((call,) if call is not None else ()),
         thought_log=_read(fields, "thought_log", _optional_object, None),
         stall=stall,
         kill=kill,
@@ -552,9 +578,23 @@ def _status(
 
 
 def _call(node: _Node) -> ScriptedCall:
-    fields = node.fields({"name", "args", "arguments_truncated"})
+    fields = node.fields({"name", "args", "arguments_truncated", "id"})
     return ScriptedCall(
         name=_required(node, fields, "name", _string),
         args=_read(fields, "args", _optional_object, None),
         arguments_truncated=_read(fields, "arguments_truncated", _boolean, False),
+        id=_read(fields, "id", _name, None),
     )
+
+
+def _calls(node: _Node) -> tuple[ScriptedCall, ...]:
+    calls: tuple[ScriptedCall, ...] = _non_empty(node, _call, "calls")
+    ids = [call.id for call in calls if call.id is not None]
+    for index, call in enumerate(calls):
+        if call.id is not None and ids.count(call.id) > 1:
+            raise (
+                node.child(index)
+                .child("id")
+                .fail("an id not used by another call", f'"{call.id}" again')
+            )
+    return calls

@@ -74,6 +74,29 @@ class ScriptedChannel(RecordingChannel):
         return [text for text in self.streams.values() if text]
 
 
+class ScriptedTurnControl(MemoryTurnControl):
+    """The in-memory turn control, with a follow-up that arrives once a stream has returned.
+
+    A scenario's `follow_up_before_tool` is a follow-up that arrives after the
+    `function_call` stream returned (SPEC 6 step 2, amended 2026-12-04): the
+    moment the loop marks the chain active, so it never interrupts that stream.
+    """
+
+    __slots__ = ("follow_up_after_return",)
+
+    def __init__(self, *, stop_context_queued: bool = False, record_registrations: bool = False):
+        super().__init__(
+            stop_context_queued=stop_context_queued, record_registrations=record_registrations
+        )
+        self.follow_up_after_return = False
+
+    def set_tool_chain_active(self) -> None:
+        super().set_tool_chain_active()
+        if self.follow_up_after_return:
+            self.follow_up_after_return = False
+            self.request_follow_up()
+
+
 def repeating_last(items: Sequence[T]) -> Callable[[], T]:
     """A function returning the items one per call, then the last one forever."""
     position = 0
@@ -94,13 +117,15 @@ class ScriptedProvider:
         self,
         streams: Sequence[ScriptedStream],
         *,
-        control: MemoryTurnControl,
+        control: ScriptedTurnControl,
         channel: ScriptedChannel,
         descriptor: ProviderDescriptor,
     ) -> None:
         if not streams:
             raise ValueError("a scripted provider needs at least one stream")
         self._next = repeating_last(streams)
+        self._calls = 0
+        """Provider calls made so far: a call's default id names its provider call."""
         self._control = control
         self._channel = channel
         self._descriptor = descriptor
@@ -113,6 +138,7 @@ class ScriptedProvider:
     async def stream(self, request: StreamRequest, sink: StreamSink) -> StreamResult:
         """Deliver the script's text, then end, stall, get killed or interrupted, or raise."""
         script = self._next()
+        number, self._calls = self._calls, self._calls + 1
         self._channel.refuse_next(script.channel_fails)
         if script.text:
             sink.progress()
@@ -129,24 +155,30 @@ class ScriptedProvider:
         if script.stall:
             await anyio.sleep_forever()
         self._request_pending(script)
-        return _result(script)
+        return _result(script, number)
 
     def _request_pending(self, script: ScriptedStream) -> None:
         """What is pending on the turn control when the call reaches the loop."""
         if script.stop_before_tool:
             self._control.request_stop()
         if script.follow_up_before_tool:
-            self._control.request_follow_up()
+            self._control.follow_up_after_return = True
 
 
-def _result(script: ScriptedStream) -> StreamResult:
+def _result(script: ScriptedStream, number: int) -> StreamResult:
+    """The stream's result; `number` is the provider call's (a call's default id names it)."""
     data: FunctionCall | StreamError | None = None
-    if script.call is not None:
-        data = FunctionCall(
-            name=script.call.name,
-            args=script.call.args,
-            arguments_truncated=script.call.arguments_truncated,
+    calls = tuple(
+        FunctionCall(
+            name=call.name,
+            args=call.args,
+            arguments_truncated=call.arguments_truncated,
+            call_id=f"call_{number}_{position}" if call.id is None else call.id,
         )
+        for position, call in enumerate(script.calls)
+    )
+    if calls:
+        data = calls[0]
     elif script.status in ERROR_STATUSES:
         message = script.error or f"scripted {script.status.value}"
         data = StreamError(type=script.status.value, message=message)
@@ -157,6 +189,7 @@ def _result(script: ScriptedStream) -> StreamResult:
         data=data,
         thought_log=script.thought_log,
         model_parts=_model_parts(script),
+        calls=calls if len(calls) > 1 else (),
     )
 
 
@@ -179,6 +212,7 @@ def scripted_registry(tools: Sequence[ScriptedTool], control: MemoryTurnControl)
             requires_follow_up=tool.requires_follow_up,
             providers=None if tool.available_for_provider else _never,
             available=None if tool.available_for_turn else _never,
+            exclusive=tool.exclusive,
         )
     return registry
 
@@ -193,6 +227,8 @@ def scripted_tool(results: Sequence[ScriptedResult], control: MemoryTurnControl)
             control.kill()
         if script.hang:
             await anyio.sleep_forever()
+        if script.delay_ms:
+            await anyio.sleep(script.delay_ms / 1000)
         if script.raises is not None:
             raise ScriptedToolError(script.raises)
         return ToolResult(
@@ -209,7 +245,7 @@ def scripted_tool(results: Sequence[ScriptedResult], control: MemoryTurnControl)
 
 
 def scripted_ports(
-    scenario: Scenario, control: MemoryTurnControl, channel: ScriptedChannel
+    scenario: Scenario, control: ScriptedTurnControl, channel: ScriptedChannel
 ) -> tuple[ScriptedProvider, ToolRegistry]:
     """The provider and the registry a scenario scripts, acting on `control` and `channel`."""
     provider = ScriptedProvider(

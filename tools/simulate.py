@@ -24,7 +24,7 @@ from toolloop.states import IterationState
 from toolloop.tools.observed import traced
 from toolloop.tools.report import report
 from toolloop.tools.scenario import Scenario
-from toolloop.tools.scripted import ScriptedChannel, scripted_ports
+from toolloop.tools.scripted import ScriptedChannel, ScriptedTurnControl, scripted_ports
 
 
 def simulate(
@@ -36,7 +36,7 @@ def simulate(
     """
     loaded = parse_config(scenario.env)
     steps: list[TraceStep] = []
-    control = MemoryTurnControl(record_registrations=True)  # for the cleanup invariant
+    control = ScriptedTurnControl(record_registrations=True)  # for the cleanup invariant
     channel = ScriptedChannel()
     outcome: dict[str, BaseException | None] = {"raised": None}
 

@@ -49,6 +49,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import socket
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -454,7 +455,14 @@ def _as_text(content: Any) -> str:
 
 
 def history_messages(history: tuple[ToolHistoryEntry, ...]) -> Iterator[JsonObject]:
-    """Each entry as its assistant tool-call turn (with the pre-tool text) and its tool reply."""
+    """Each reply's calls as one assistant turn, then one tool message per call.
+
+    The assistant turn carries every call the model made in that reply (the
+    entries of a batch, `same_turn`) with the pre-tool text; the `tool`
+    messages follow in the same order, each matched to its call by id.
+    """
+    turn: JsonObject | None = None
+    replies: list[JsonObject] = []
     for number, entry in enumerate(history):
         call = entry.function_call
         call_id = call_id_of(call, number)
@@ -464,18 +472,30 @@ def history_messages(history: tuple[ToolHistoryEntry, ...]) -> Iterator[JsonObje
             "type": "function",
             "function": {"name": call.name, "arguments": json.dumps(call.args or {})},
         }
-        yield {
-            **call.passthrough.get("message", {}),
-            "role": "assistant",
-            "content": _parts_text(entry.pre_tool_call_text_parts or ()),
-            "tool_calls": [tool_call],
-        }
+        if turn is None or not entry.same_turn:
+            if turn is not None:
+                yield turn
+                yield from replies
+            turn = {
+                **call.passthrough.get("message", {}),
+                "role": "assistant",
+                "content": _parts_text(entry.pre_tool_call_text_parts or ()),
+                "tool_calls": [],
+            }
+            replies = []
+        turn["tool_calls"].append(tool_call)
         result = json.dumps(entry.response, ensure_ascii=False)
-        yield {"role": "tool", "tool_call_id": call_id, "content": result}
+        replies.append({"role": "tool", "tool_call_id": call_id, "content": result})
+    if turn is not None:
+        yield turn
+        yield from replies
 
 
 def call_id_of(call: FunctionCall, number: int) -> str:
-    """The call's id from the provider, or `call_{number}` (its place in the history)."""
+    """The call's id (the provider's, or the one the adapter made), or `call_{number}`
+    (its place in the history) for a call that came without one."""
+    if call.call_id:
+        return call.call_id
     passed = call.passthrough.get("id")
     return passed if isinstance(passed, str) and passed else f"call_{number}"
 
@@ -544,16 +564,16 @@ def _drop_connection(response: httpx.Response) -> None:
 async def _consume(blocks: AsyncIterator[bytes], state: _Stream, sink: StreamSink) -> None:
     """Decode the SSE body and fold every event into `state`, until the model is done.
 
-    The model is done at `[DONE]`, at a verbatim call, or at the event that
-    carries the choice's finish reason: that event ends the choice's data, so
-    what may follow (a usage chunk, `[DONE]`, the body's end) is only drained,
-    and a server that holds the body open after it cannot keep the reply waiting.
+    The model is done at `[DONE]` or at the event that carries the choice's
+    finish reason: that event ends the choice's data, so what may follow (a
+    usage chunk, `[DONE]`, the body's end) is only drained, and a server that
+    holds the body open after it cannot keep the reply waiting. A verbatim call
+    does not end the stream: a later one may follow (SPEC 6b).
     """
     lines = _Lines(state)
     async for block in blocks:
         if await state.take(lines.split(block), sink):
-            if state.verbatim_call is None:
-                await _drain(blocks)
+            await _drain(blocks)
             return
     await state.take(lines.end(), sink)
 
@@ -768,7 +788,7 @@ class _CallParts:
     def call(
         self, message_extras: JsonObject, cut_short: bool, quote: _Quoter
     ) -> FunctionCall | StreamError:
-        """The finished call; `cut_short` when the stream ended on `length`.
+        """The finished call; `cut_short` when the stream ended on `length` inside it.
 
         Its arguments and passthrough fields are checked against the JSON policy
         (states/json_policy.py): they go to a tool and back to the model.
@@ -804,7 +824,11 @@ class _CallParts:
         except JsonInputError as error:
             return _malformed_call(str(error))
         return FunctionCall(
-            name=self.name, args=args, passthrough=passthrough, arguments_truncated=truncated
+            name=self.name,
+            args=args,
+            passthrough=passthrough,
+            arguments_truncated=truncated,
+            call_id=self.id or f"call_{secrets.token_hex(12)}",  # unique within the turn
         )
 
 
@@ -897,7 +921,7 @@ class _Stream:
         "quote",
         "reasoning",
         "text",
-        "verbatim_call",
+        "verbatim_calls",
     )
 
     def __init__(self, parser: VerbatimToolCallParser | None, quote: _Quoter) -> None:
@@ -914,7 +938,8 @@ class _Stream:
         self.more_data: list[str] = []  # Its later data lines, joined once at its end.
         self.more_data_chars = 0
         self.moved = False  # The chunk just folded made progress without text (`_fold_rest`).
-        self.verbatim_call: FunctionCall | None = None
+        self.verbatim_calls: list[FunctionCall] = []
+        """The calls the verbatim parser recovered from the text, in the order written."""
 
     async def take(self, lines: list[str], sink: StreamSink) -> bool:
         """Fold the events these lines complete and deliver their text; True once done.
@@ -1069,30 +1094,33 @@ class _Stream:
         self.calls.setdefault(index, _CallParts()).add(fragment, where)
 
     async def show(self, text: str, sink: StreamSink) -> bool:
-        """Deliver visible text through the verbatim parser; True on a call."""
+        """Deliver visible text through the verbatim parser, keeping each call it recovers.
+
+        Always False: a call does not end the stream, since the model may write
+        another (SPEC 6b). The parser hands out text or a call per feed, so it is
+        fed `""` until it is dry.
+        """
         assert self.parser is not None  # Without a parser, `take` delivers text itself.
-        # The parser hands out text or a call per feed: a call queued behind the text
-        # it just released comes out of the next feed, hence `feed("")` until it is dry.
         fed = self.parser.feed(text)
-        while fed.function_call is None:
-            if not fed.visible_text:
-                return False
-            await self._deliver(fed.visible_text, sink)
+        while fed.function_call is not None or fed.visible_text:
+            if fed.function_call is not None:
+                self.verbatim_calls.append(_recovered(fed.function_call))
+            else:
+                await self._deliver(fed.visible_text, sink)
             fed = self.parser.feed("")
-        self.verbatim_call = _recovered(fed.function_call)
-        self.done = True  # The model is done talking: the stream is closed now.
-        return True
+        return False
 
     async def flush(self, sink: StreamSink) -> None:
-        """Release the text the verbatim parser still holds, up to a call it completes."""
-        if self.parser is None or self.verbatim_call is not None:
+        """Release the text the verbatim parser still holds, and the calls it completes."""
+        if self.parser is None:
             return
         flushed = self.parser.flush()
-        while flushed.pending_text:
-            await self._deliver(flushed.pending_text, sink)
+        while flushed.function_call is not None or flushed.pending_text:
+            if flushed.function_call is not None:
+                self.verbatim_calls.append(_recovered(flushed.function_call))
+            else:
+                await self._deliver(flushed.pending_text, sink)
             flushed = self.parser.flush()
-        if flushed.function_call is not None:
-            self.verbatim_call = _recovered(flushed.function_call)
 
     async def _deliver(self, text: str, sink: StreamSink) -> None:
         if text:
@@ -1109,8 +1137,9 @@ class _Stream:
         finish = self.finish_reason
         if self.cut_off:
             return self.failed(self.cut_short())
-        if self.verbatim_call is not None:
-            return self._ended(StreamStatus.FUNCTION_CALL, self.verbatim_call)
+        if self.verbatim_calls:
+            calls = tuple(self.verbatim_calls)
+            return self._ended(StreamStatus.FUNCTION_CALL, calls[0], calls)
         if finish == "content_filter":
             message = "the content filter stopped the reply (finish_reason content_filter)"
             return self.failed(StreamError(type="content_filter", message=message))
@@ -1124,16 +1153,27 @@ class _Stream:
         return self._ended(StreamStatus.EMPTY_RESPONSE, None)
 
     def _called(self, cut_short: bool) -> StreamResult:
-        """The first native call (lowest index) as the result; later parallel calls are dropped."""
-        first = min(self.calls)
-        if len(self.calls) > 1:
-            log.warning("dropped %d parallel tool calls after the first", len(self.calls) - 1)
-        call = self.calls[first].call(self.extras, cut_short, self.quote)
-        if isinstance(call, StreamError):
-            return self.failed(call)
-        return self._ended(StreamStatus.FUNCTION_CALL, call)
+        """Every native call, in index order (SPEC 6b): one batch.
 
-    def _ended(self, status: StreamStatus, call: FunctionCall | None) -> StreamResult:
+        A `length` finish cut the last call short; the ones before it arrived whole.
+        """
+        indices = sorted(self.calls)
+        calls: list[FunctionCall] = []
+        for index in indices:
+            call = self.calls[index].call(
+                self.extras, cut_short and index == indices[-1], self.quote
+            )
+            if isinstance(call, StreamError):
+                return self.failed(call)
+            calls.append(call)
+        return self._ended(StreamStatus.FUNCTION_CALL, calls[0], tuple(calls))
+
+    def _ended(
+        self,
+        status: StreamStatus,
+        call: FunctionCall | None,
+        calls: tuple[FunctionCall, ...] = (),
+    ) -> StreamResult:
         text, reasoning = "".join(self.text), "".join(self.reasoning)
         return StreamResult(
             status=status,
@@ -1141,6 +1181,7 @@ class _Stream:
             data=call,
             thought_log={"text": reasoning} if reasoning else None,
             model_parts=model_parts(text),
+            calls=calls if len(calls) > 1 else (),
         )
 
     def failed(self, error: StreamError) -> StreamResult:
@@ -1173,7 +1214,7 @@ class _Stream:
 
 def _recovered(call: VerbatimCall) -> FunctionCall:
     """A call the verbatim parser recovered from text, as the loop's FunctionCall."""
-    return FunctionCall(name=call.name, args=call.args)
+    return FunctionCall(name=call.name, args=call.args, call_id=f"call_{secrets.token_hex(12)}")
 
 
 # -- errors ----------------------------------------------------------------------------------

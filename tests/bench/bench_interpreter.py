@@ -99,6 +99,12 @@ class Registry:
     def redact(self, tool: str, args: JsonObject | None) -> JsonObject | None:
         return args
 
+    def exclusive(self, tool: str) -> bool:
+        return False
+
+    def timeout_ms(self, tool: str) -> int | None:
+        return None
+
 
 class Channel:
     """Takes everything and keeps nothing."""

@@ -208,8 +208,11 @@ class TestForbiddenKeys:
         self, args: JsonObject, shown: str
     ) -> None:
         """Reprs reach logs and the turn result's repr: a key may be a misplaced secret."""
-        assert repr(FunctionCall(name="t", args=args)) == (
-            f"FunctionCall(name='t', args={shown}, passthrough={{}}, arguments_truncated=False)"
+        shown_repr = repr(FunctionCall(name="t", args=args))
+        assert SECRET not in shown_repr
+        assert shown_repr == (
+            f"FunctionCall(name='t', args={shown}, passthrough={{}}, "
+            "arguments_truncated=False, call_id='')"
         )
 
     def test_keys_of_an_open_object_are_data_and_stay(self) -> None:

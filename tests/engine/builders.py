@@ -39,6 +39,17 @@ def call(
     )
 
 
+def batch(*calls: FunctionCall, text: str = "") -> StreamResult:
+    """A `function_call` stream carrying several calls, in the model's order (SPEC 6b)."""
+    return StreamResult(
+        status=StreamStatus.FUNCTION_CALL,
+        accumulated_text=text,
+        data=calls[0],
+        calls=calls,
+        model_parts=said(text) if text.strip() else (),
+    )
+
+
 def said(text: str) -> tuple[dict[str, Any], ...]:
     """The model parts of a stream that said `text`, as a text-only provider reports them."""
     return ({"type": "text", "text": text},)

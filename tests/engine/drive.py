@@ -2,7 +2,10 @@
 
 The scripts are what the world would report: one stream result per provider
 call (the last repeats), one tool result per dispatch (the last repeats), and
-the stop requests the turn control holds at each check.
+the stop requests the turn control holds at each check. The calls of a batch
+take their tool results in the order they start; `picks` choose which running
+call settles next (an index into the running calls, modulo their number), so
+a batch can finish in any order.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from collections.abc import Iterator, Sequence
 import attrs
 
 from toolloop.engine.commands import (
+    AwaitTools,
     DispatchTool,
     Effect,
     Finish,
     RaiseError,
+    StartTool,
     StreamOnce,
     TakeStashedContext,
 )
@@ -81,10 +86,14 @@ def drive(
     stops: Sequence[StopRequest] = (StopRequest.NONE,),
     requires_follow_up: bool = False,
     stash: dict[str, ContextItem] | None = None,
+    picks: Sequence[int] = (0,),
+    exclusive_tools: frozenset[str] = frozenset(),
 ) -> Run:
     """Run `step` from the initial state until a final effect, answering from the scripts."""
     state = initial_state(config or LoopConfig(), turn or TurnSettings())
     stream_it, tool_it, stop_it = _cycle(streams), _cycle(tools), _cycle(stops)
+    pick_it = _cycle(picks)
+    running: list[tuple[int, object]] = []
     event: Event = TurnStarted()
     states, events, effects, steps, moves = [state], [], [], [], []
     while True:
@@ -95,7 +104,17 @@ def drive(
         effects.extend(out.effects)
         steps.append((event, out.effects))
         moves.append(out.move)
-        last = out.effects[-1]
+        *first, last = out.effects
+        running += [(e.index, next(tool_it)) for e in first if isinstance(e, StartTool)]
+        if isinstance(last, AwaitTools):
+            index, result = running.pop(next(pick_it) % len(running))  # type: ignore[operator]
+            event = ToolSettled(
+                result=result,  # type: ignore[arg-type]
+                requires_follow_up=requires_follow_up,
+                stop=next(stop_it),  # type: ignore[arg-type]
+                index=index,
+            )
+            continue
         if isinstance(last, Finish | RaiseError):
             return Run(
                 states=tuple(states),
@@ -105,6 +124,10 @@ def drive(
                 moves=tuple(moves),
             )
         event = _answer(last, stream_it, tool_it, stop_it, requires_follow_up, stash or {})
+        if isinstance(event, StreamEnded) and len(event.result.calls) > 1:
+            # What the interpreter asks the registry for a batch (SPEC 6b item 3).
+            alone = tuple(c.name.strip() in exclusive_tools for c in event.result.calls)
+            event = attrs.evolve(event, exclusive=alone)
 
 
 def _answer(
@@ -122,6 +145,7 @@ def _answer(
             result=next(tools),  # type: ignore[arg-type]
             requires_follow_up=requires_follow_up,
             stop=next(stops),  # type: ignore[arg-type]
+            index=effect.index,
         )
     if isinstance(effect, TakeStashedContext):
         return StashTaken(item=stash.pop(effect.key, None))

@@ -110,6 +110,7 @@ SPEC_TABLE = [
     ("STREAM_ABANDONED_SETTLE_TIMEOUT_MS", "stream_abandoned_settle_timeout_ms", 0),
     ("TOOL_EXECUTION_TIMEOUT_MS", "tool_execution_timeout_ms", 10_000),
     ("VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS", "verbatim_tool_call_max_buffer_chars", 1),
+    ("TOOL_PARALLEL_LIMIT", "tool_parallel_limit", 1),
 ]
 
 

@@ -136,6 +136,7 @@ class TestToolCalls:
                 name="get_weather",
                 args={"city": "Paris", "days": 2},
                 passthrough={"id": "call_loopback_1"},
+                call_id="call_loopback_1",
             ),
         )
 
@@ -176,14 +177,46 @@ class TestToolCalls:
         reply = tool_call_reply("get_weather", {"city": "Lima"}, finish_reason="stop")
         assert call_of((await run(server, reply))[0]).args == {"city": "Lima"}
 
-    async def test_the_first_of_parallel_calls_is_taken(self, server: OpenAIServer) -> None:
-        """With two calls in one reply, the lowest index is the call; the other is dropped."""
-        second = {"index": 1, "id": "b", "function": {"name": "get_time", "arguments": "{}"}}
-        first = {"index": 0, "id": "a", "function": {"name": "get_weather", "arguments": "{}"}}
+    async def test_every_parallel_call_is_assembled_in_index_order(
+        self, server: OpenAIServer
+    ) -> None:
+        """Interleaved fragments of two indices give both calls, ids and arguments per index."""
         reply = stream_reply(
-            {"tool_calls": [second]}, {"tool_calls": [first]}, finish_reason="tool_calls"
+            {"tool_calls": [{"index": 1, "id": "b", "function": {"name": "get_time"}}]},
+            {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "get_weather"}}]},
+            {"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]},
+            {"tool_calls": [{"index": 1, "function": {"arguments": '{"zone": "UTC"}'}}]},
+            {"tool_calls": [{"index": 0, "function": {"arguments": '"Lima"}'}}]},
+            finish_reason="tool_calls",
         )
-        assert call_of((await run(server, reply))[0]).name == "get_weather"
+        result = (await run(server, reply))[0]
+        assert [(c.name, c.call_id, c.args) for c in result.calls] == [
+            ("get_weather", "a", {"city": "Lima"}),
+            ("get_time", "b", {"zone": "UTC"}),
+        ]
+        assert result.data == result.calls[0]
+
+    async def test_a_length_finish_truncates_only_the_last_call(self, server: OpenAIServer) -> None:
+        """Cut short on `length`: the call that arrived whole is whole, the last is truncated."""
+        reply = stream_reply(
+            {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}}]},
+            {"tool_calls": [{"index": 1, "id": "b", "function": {"name": "g"}}]},
+            {"tool_calls": [{"index": 1, "function": {"arguments": '{"x": 1, "y": "lo'}}]},
+            finish_reason="length",
+        )
+        first, last = (await run(server, reply))[0].calls
+        assert (first.args, first.arguments_truncated) == ({}, False)
+        assert (last.args, last.arguments_truncated) == ({"x": 1}, True)
+
+    async def test_a_call_without_an_id_gets_one_unique_to_it(self, server: OpenAIServer) -> None:
+        """A server that sends no ids (llama.cpp may not) still gets one distinct id per call."""
+        reply = stream_reply(
+            {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]},
+            {"tool_calls": [{"index": 1, "function": {"name": "g", "arguments": "{}"}}]},
+            finish_reason="tool_calls",
+        )
+        ids = [c.call_id for c in (await run(server, reply))[0].calls]
+        assert all(i.startswith("call_") for i in ids) and len(set(ids)) == 2
 
     async def test_tool_calls_finish_without_a_call_is_an_error(self, server: OpenAIServer) -> None:
         """`finish_reason: tool_calls` with no call fragment is an error saying so."""
@@ -437,23 +470,31 @@ class TestVerbatim:
         self, server: OpenAIServer
     ) -> None:
         """With verbatim on, a call written as text is the call; only the prose is delivered."""
-        reply = text_reply("Let me check. ", '`get_weather({"city": ', '"Paris"})`', " more")
-        result, sink = await run(
-            server, reply.stalled_after(4), request=make_request(verbatim=True)
+        reply = text_reply("Let me check. ", '`get_weather({"city": ', '"Paris"})`', " Done.")
+        result, sink = await run(server, reply, request=make_request(verbatim=True))
+        assert "".join(sink.delivered) == "Let me check.  Done."
+        call = call_of(result)
+        assert (call.name, call.args, call.call_id.startswith("call_")) == (
+            "get_weather",
+            {"city": "Paris"},
+            True,
         )
-        assert "".join(sink.delivered) == "Let me check. "
-        assert result == StreamResult(
-            status=StreamStatus.FUNCTION_CALL,
-            accumulated_text="Let me check. ",
-            model_parts=({"type": "text", "text": "Let me check. "},),
-            data=FunctionCall(name="get_weather", args={"city": "Paris"}),
+        assert (result.status, result.accumulated_text) == (
+            StreamStatus.FUNCTION_CALL,
+            "Let me check.  Done.",
         )
 
-    async def test_a_verbatim_call_closes_the_http_stream(self, server: OpenAIServer) -> None:
-        """Once the call is recovered the adapter leaves: the rest of the stream is not read."""
-        reply = text_reply('get_weather({"city": "Oslo"})', "never read").stalled_after(2)
-        await run(server, reply, request=make_request(verbatim=True))
-        assert await anyio.to_thread.run_sync(server.requests[0].client_left.wait, 10)
+    async def test_every_verbatim_call_of_a_stream_is_handed_over_in_order(
+        self, server: OpenAIServer
+    ) -> None:
+        """Two calls written in one reply are one batch, in the order written (SPEC 6b)."""
+        reply = text_reply('get_weather({"city": "Oslo"}) and ', 'get_weather("Rome")')
+        result = (await run(server, reply, request=make_request(verbatim=True)))[0]
+        assert [(c.name, c.args) for c in result.calls] == [
+            ("get_weather", {"city": "Oslo"}),
+            ("get_weather", {"city": "Rome"}),
+        ]
+        assert len({c.call_id for c in result.calls}) == 2
 
     async def test_a_call_completed_at_the_end_is_found_on_flush(
         self, server: OpenAIServer

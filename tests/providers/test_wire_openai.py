@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from openai import AsyncOpenAI
+from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+from pydantic import TypeAdapter, ValidationError
 
 from tests.openai_server import OpenAIServer, text_reply, tool_call_reply
 from tests.providers.conftest import WEATHER, make_request
@@ -25,13 +27,38 @@ from toolloop.effects.providers.openai_compat import (
 from toolloop.states import ContextItem, FunctionCall, ToolHistoryEntry
 
 
-def entry(call: FunctionCall, result: Any, pre_text: str | None = None) -> ToolHistoryEntry:
-    """A history entry answering `call` with `result`."""
+def entry(
+    call: FunctionCall, result: Any, pre_text: str | None = None, *, same_turn: bool = False
+) -> ToolHistoryEntry:
+    """A history entry answering `call` with `result` (`same_turn`: a later call of a batch)."""
     parts = ({"type": "text", "text": pre_text},) if pre_text is not None else None
     response = {"name": call.name, "response": {"result": result}}
     return ToolHistoryEntry(
-        function_call=call, function_response=response, pre_tool_call_text_parts=parts
+        function_call=call,
+        function_response=response,
+        pre_tool_call_text_parts=parts,
+        same_turn=same_turn,
     )
+
+
+REQUEST_TYPE = TypeAdapter(CompletionCreateParamsStreaming)
+
+
+def as_the_openai_client_types_it(body: dict[str, Any]) -> Any:
+    """`body` validated against the official client's request type, every part read.
+
+    pydantic checks the client's iterable fields (`messages`, `tool_calls`) lazily, so
+    each is read to the end: a message or call of the wrong shape raises here.
+    """
+
+    def read(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: read(item) for key, item in value.items()}
+        if isinstance(value, str | bytes | int | float | bool) or value is None:
+            return value
+        return [read(item) for item in value]
+
+    return read(REQUEST_TYPE.validate_python(body))
 
 
 def messages(**request: Any) -> list[dict[str, Any]]:
@@ -113,6 +140,43 @@ class TestHistoryMessages:
         turn = messages(context=(), history=(entry(call, 1),))[0]
         assert turn["reasoning_details"] == [{"type": "reasoning.encrypted"}]
         assert turn["tool_calls"][0]["extra_content"] == {"google": {"thought_signature": "c2ln"}}
+
+    def test_a_batch_is_one_assistant_turn_then_one_tool_message_per_call(self) -> None:
+        """Two calls of one reply: one turn with both calls, then each answer matched by id."""
+        first = FunctionCall(name="get_weather", args={"city": "Lima"}, call_id="a")
+        second = FunctionCall(name="get_time", args={}, call_id="b")
+        later = FunctionCall(name="get_time", args={}, call_id="c")
+        history = (
+            entry(first, {"temp": 18}, pre_text="Both."),
+            entry(second, {"time": "10:00"}, same_turn=True),
+            entry(later, {"time": "10:01"}),
+        )
+        sent = messages(context=(), history=history)
+        assert [(m["role"], [c["id"] for c in m.get("tool_calls", ())]) for m in sent] == [
+            ("assistant", ["a", "b"]),
+            ("tool", []),
+            ("tool", []),
+            ("assistant", ["c"]),
+            ("tool", []),
+        ]
+        assert [m.get("tool_call_id") for m in sent] == [None, "a", "b", None, "c"]
+        assert sent[0]["content"] == "Both."
+        body = build_body(make_request(context=(), history=history), "m", {})
+        typed = as_the_openai_client_types_it(body)
+        assert [len(m.get("tool_calls", ())) for m in typed["messages"]] == [2, 0, 0, 1, 0]
+
+    def test_the_client_types_refuse_a_tool_message_without_its_call_id(self) -> None:
+        """The type check is real: a `tool` message lacking `tool_call_id` does not pass."""
+        body = {"model": "m", "stream": True, "messages": [{"role": "tool", "content": "1"}]}
+        with pytest.raises(ValidationError):
+            as_the_openai_client_types_it(body)
+
+    def test_parallel_tool_calls_is_sent_only_when_configured(self) -> None:
+        """The adapter never adds `parallel_tool_calls`; a user's `extra_body` sends it."""
+        request = make_request(tools=(WEATHER,))
+        assert "parallel_tool_calls" not in build_body(request, "m", {})
+        configured = build_body(request, "m", {"parallel_tool_calls": False})
+        assert configured["parallel_tool_calls"] is False
 
     def test_model_parts_are_an_assistant_prefill(self) -> None:
         """The text of the accumulated model parts ends the messages as an assistant turn."""

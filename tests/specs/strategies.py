@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from tests.engine.builders import call, ended
+from tests.engine.builders import batch, call, ended
 from tests.engine.drive import Run, drive
 from tests.engine.strategies import TOOLS, texts
 from toolloop.engine.events import StopRequest
@@ -41,11 +41,17 @@ terminal = st.builds(
     st.sampled_from([s for s in StreamStatus if s is not StreamStatus.FUNCTION_CALL]),
     texts,
 )
-#: Ten calls for two terminal streams and one call without data (one_of would not weigh).
-kinds = {"call": calls, "terminal": terminal, "without_data": without_data}
-stream = st.sampled_from(["call"] * 10 + ["terminal", "terminal", "without_data"]).flatmap(
-    kinds.__getitem__
+batches = st.builds(
+    lambda several, text: batch(*(one.data for one in several), text=text),
+    st.lists(calls, min_size=2, max_size=4),
+    texts,
 )
+#: Nine calls and a batch for two terminal streams and one call without data
+#: (one_of would not weigh).
+kinds = {"call": calls, "batch": batches, "terminal": terminal, "without_data": without_data}
+stream = st.sampled_from(
+    ["call"] * 9 + ["batch"] + ["terminal", "terminal", "without_data"]
+).flatmap(kinds.__getitem__)
 streams = st.lists(stream, min_size=1, max_size=10)
 
 tool_data = st.sampled_from(
@@ -94,20 +100,22 @@ turns = st.builds(
     ),
 )
 small_configs = st.builds(
-    lambda iterations, errors, nai: LoopConfig(
+    lambda iterations, errors, nai, parallel: LoopConfig(
         max_function_call_iterations=iterations,
         max_consecutive_tool_errors=errors,
         nai_tool_failure_retry_threshold=nai,
+        tool_parallel_limit=parallel,
     ),
     st.integers(1, 4),
     st.integers(1, 3),
     st.integers(1, 2),
+    st.integers(1, 3),
 )
 stashes = st.sampled_from([(), (("k", ContextItem(kind="enrichment", content="stashed")),)])
 
 attempts: st.SearchStrategy[Run] = st.builds(
-    lambda s, t, p, u, c, f, k: drive(
-        s, t, stops=p, turn=u, config=c, requires_follow_up=f, stash=dict(k)
+    lambda s, t, p, u, c, f, k, o: drive(
+        s, t, stops=p, turn=u, config=c, requires_follow_up=f, stash=dict(k), picks=o
     ),
     streams,
     tool_results,
@@ -116,4 +124,5 @@ attempts: st.SearchStrategy[Run] = st.builds(
     small_configs,
     st.booleans(),
     stashes,
+    st.lists(st.integers(0, 3), min_size=1, max_size=4),
 )

@@ -407,3 +407,67 @@ class TestValid:
         """Every scenario of the library is valid."""
         if not path.name.endswith(".expected.json"):
             assert load_scenario(path).streams
+
+
+class TestBatchKeys:
+    """The keys of SCENARIOS.md added 2026-12-04 for a batch (SPEC 6b), strictly read."""
+
+    def test_calls_are_read_in_order_with_their_ids(self) -> None:
+        """`calls` gives every call of the stream, in order; `call` is the first of them."""
+        calls = [{"name": "a", "id": "c1"}, {"name": "b", "args": {"x": 1}}]
+        stream = parse_scenario(json.dumps({"streams": [{"calls": calls}]})).streams[0]
+        assert stream.calls == (
+            ScriptedCall(name="a", id="c1"),
+            ScriptedCall(name="b", args={"x": 1}),
+        )
+        assert (stream.call, stream.status.value) == (stream.calls[0], "function_call")
+
+    def test_call_and_calls_together_are_refused(self) -> None:
+        """A stream has one of `call` and `calls`."""
+        error = error_of(with_stream(call={"name": "a"}, calls=[{"name": "b"}]))
+        assert str(error) == (
+            "case.json: streams[1].calls: expected one of 'call' and 'calls', not both, got both"
+        )
+
+    def test_empty_calls_are_refused(self) -> None:
+        """`calls` holds at least one call."""
+        error = error_of(with_stream(calls=[]))
+        assert str(error) == (
+            "case.json: streams[1].calls: expected a non-empty array of calls, got an empty array"
+        )
+
+    def test_a_repeated_call_id_is_refused(self) -> None:
+        """Ids match responses to calls, so two calls of a stream may not share one."""
+        error = error_of(with_stream(calls=[{"name": "a", "id": "x"}, {"name": "b", "id": "x"}]))
+        assert str(error) == (
+            "case.json: streams[1].calls[0].id: expected an id not used by another call, "
+            'got "x" again'
+        )
+
+    def test_a_blank_id_is_refused(self) -> None:
+        """An id is a non-blank string."""
+        error = error_of(with_stream(calls=[{"name": "a", "id": " "}]))
+        assert error.path == "streams[1].calls[0].id"
+
+    def test_exclusive_is_a_flag(self) -> None:
+        """`exclusive` on a tool is true or false."""
+        error = error_of(with_tool(exclusive="yes"))
+        assert str(error) == 'case.json: tools[0].exclusive: expected true or false, got "yes"'
+
+    @pytest.mark.parametrize(
+        ("delay", "expected"),
+        [
+            (-1, "a number of milliseconds, zero or more"),
+            (1.5, "an integer"),
+            (True, "an integer"),
+        ],
+    )
+    def test_delay_ms_is_a_whole_number_of_milliseconds(self, delay: Any, expected: str) -> None:
+        """`delay_ms` is an integer, zero or more."""
+        error = error_of(with_tool(results=[{"delay_ms": delay}]))
+        assert (error.path, error.expected) == ("tools[0].results[0].delay_ms", expected)
+
+    def test_a_result_that_hangs_has_no_delay(self) -> None:
+        """A hanging result never settles, so a delay would mean nothing."""
+        error = error_of(with_tool(results=[{"hang": True, "delay_ms": 5}]))
+        assert error.expected == "no 'delay_ms' in a result that hangs"

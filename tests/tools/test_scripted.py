@@ -19,6 +19,7 @@ from toolloop.tools.scenario import parse_scenario
 from toolloop.tools.scripted import (
     ScriptedChannel,
     ScriptedProviderError,
+    ScriptedTurnControl,
     repeating_last,
     scripted_ports,
 )
@@ -46,7 +47,7 @@ class Run:
 def run(document: dict[str, Any]) -> Run:
     """Run the scenario through the interpreter on a mock clock that jumps when all wait."""
     scenario = parse_scenario(json.dumps(document))
-    control = MemoryTurnControl(stop_context_queued=scenario.turn.stop_context_queued)
+    control = ScriptedTurnControl(stop_context_queued=scenario.turn.stop_context_queued)
     channel = ScriptedChannel()
     provider, registry = scripted_ports(scenario, control, channel)
 

@@ -49,6 +49,7 @@ from toolloop.effects.clock import loop_clock
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
 from toolloop.effects.observe import HostObserver, NoticeShown, host_events
 from toolloop.effects.ports import (
+    ApprovalPort,
     Channel,
     KillSignal,
     Notice,
@@ -63,7 +64,9 @@ from toolloop.effects.ports import (
 from toolloop.effects.stash import ContextStash
 from toolloop.engine import commands as fx
 from toolloop.engine.construct import constructor
+from toolloop.engine import tool_call
 from toolloop.engine.events import (
+    ApprovalDecided,
     Event,
     StashTaken,
     StopRequest,
@@ -73,6 +76,7 @@ from toolloop.engine.events import (
 )
 from toolloop.engine.step import Step, initial_state, step
 from toolloop.states import (
+    ApprovalDecision,
     GenerationTurnResult,
     IterationState,
     LoopConfig,
@@ -129,6 +133,7 @@ async def run_tool_loop(
     observer: Observer | None = None,
     on_event: HostObserver | None = None,
     attempt: int = 0,
+    approvals: ApprovalPort | None = None,
 ) -> GenerationTurnResult:
     """Run one generation attempt to its result (or the error it raises, `ImpersonationAborted`).
 
@@ -136,7 +141,9 @@ async def run_tool_loop(
     enrichment tools put items into; without one, every take finds nothing (no
     tool can have put an item). `on_event` gets the
     typed host events (`toolloop.effects.observe`); `attempt` is this attempt's
-    index in the fallback chain, which names its streams.
+    index in the fallback chain, which names its streams. `approvals` is where a
+    person decides on the calls whose tool needs approval (SPEC 6c); a turn that
+    meets such a call without one fails naming the tool.
     """
     async with anyio.create_task_group() as runners:
         interpreter = _Interpreter(
@@ -154,6 +161,7 @@ async def run_tool_loop(
             on_event=on_event,
             attempt=attempt,
             runners=runners,
+            approvals=approvals,
         )
         outcome = await interpreter.supervise()
     if isinstance(outcome, Exception):  # raised here, outside the group, unwrapped
@@ -282,6 +290,25 @@ class _Started:
         self.scope.cancel()
 
 
+class _Asked:
+    """A call of the batch waiting for approval (`AskApproval`): its own task and deadline.
+
+    `open` until the wait's outcome is decided: a decision, the deadline or a kill.
+    """
+
+    __slots__ = ("deadline", "effect", "open", "scope")
+
+    def __init__(self, effect: fx.AskApproval, deadline: float) -> None:
+        self.effect, self.deadline = effect, deadline
+        self.scope = anyio.CancelScope()
+        self.open = True
+
+    def end(self) -> None:
+        """Its outcome is decided: cancel the host's `ask` if it still runs."""
+        self.open = False
+        self.scope.cancel()
+
+
 class _Sink(_Call):
     """A stream's call, and what its provider reports to: progress pushes the deadline back.
 
@@ -398,6 +425,8 @@ class _Interpreter:
     on_event: HostObserver | None
     attempt: int
     runners: TaskGroup
+    approvals: ApprovalPort | None = None
+    """Where a person decides on the calls that need approval (SPEC 6c)."""
     _alarm: _Alarm = attrs.field(init=False, factory=_Alarm)
     _outcome: Outcome | None = attrs.field(init=False, default=None)
     _current: _Sink | _ToolRun | None = attrs.field(init=False, default=None)
@@ -409,10 +438,14 @@ class _Interpreter:
     _stream_timeout: float = attrs.field(init=False)
     _started: dict[int, _Started] = attrs.field(init=False, factory=dict)
     """The calls of a batch running side by side, by their position in it (SPEC 6b)."""
-    _settled: collections.deque[tuple[_Started, ToolResult]] = attrs.field(
-        init=False, factory=collections.deque
-    )
-    """Started calls whose outcome is decided, in that order, not yet reported."""
+    _asked: dict[int, _Asked] = attrs.field(init=False, factory=dict)
+    """The calls of a batch waiting for approval, by their position in it (SPEC 6c)."""
+    _approval_deadlines: dict[int, float] = attrs.field(init=False, factory=dict)
+    """Each wait's deadline from its first ask: a call asked again keeps it."""
+    _settled: collections.deque[
+        tuple[_Started, ToolResult] | tuple[_Asked, ApprovalDecision | None]
+    ] = attrs.field(init=False, factory=collections.deque)
+    """Started calls and waits whose outcome is decided, in that order, not yet reported."""
     _batch_woken: anyio.Event | None = attrs.field(init=False, default=None)
     """Set when a started call settles or is killed, for the runner waiting on the batch."""
     _batch_kill: Callable[[], None] | None = attrs.field(init=False, default=None)
@@ -627,10 +660,26 @@ class _Interpreter:
 
     def _stream_ended(self, sink: _Sink, result: StreamResult) -> StreamEnded:
         stop = self.control.pending_request()
+        approval = self._approval(result)
         if len(result.calls) < 2:
-            return _new_stream_ended(result=result, stop=stop)
+            return _new_stream_ended(result=result, stop=stop, approval=approval)
         exclusive = tuple(self.registry.exclusive(call.name.strip()) for call in result.calls)
-        return _new_stream_ended(result=result, stop=stop, exclusive=exclusive)
+        return _new_stream_ended(result=result, stop=stop, exclusive=exclusive, approval=approval)
+
+    def _approval(self, result: StreamResult) -> tuple[bool, ...]:
+        """The registry's answer for each call: it needs approval (SPEC 6c); () when none does."""
+        calls = result.batch
+        if not calls:
+            return ()
+        state = self._state
+        context = tool_call.tool_context(
+            self.turn, state.iteration, state.short_term_memory_updated, state.context.items
+        )
+        needs = tuple(
+            self.registry.needs_approval(attrs.evolve(call, name=call.name.strip()), context)
+            for call in calls
+        )
+        return needs if any(needs) else ()
 
     # -- stage 02 --------------------------------------------------------------------------
 
@@ -661,13 +710,16 @@ class _Interpreter:
         batch enter their tools in the model's order on every backend.
         """
         run = _Started(effect, self._alarm.now(), self._timeout_ms(effect.call.name))
-        if self._batch_kill is None:
-            self._batch_kill = self._kill_batch
-            self.control.register_kill(self._batch_kill)
+        self._register_batch_kill()
         self._started[effect.index] = run
         await self.runners.start(self._run_started, run)
         if self._killed.is_set():  # killed between calls: this one ends at once too
             self._kill_batch()
+
+    def _register_batch_kill(self) -> None:
+        if self._batch_kill is None:
+            self._batch_kill = self._kill_batch
+            self.control.register_kill(self._batch_kill)
 
     async def _run_started(
         self, run: _Started, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -699,39 +751,107 @@ class _Interpreter:
             self._batch_woken.set()
 
     def _kill_batch(self) -> None:
-        """The kill ends every started call at once (SPEC 6b item 4)."""
+        """The kill ends every wait for approval and every started call at once (6b.4, 6c)."""
+        for asked in list(self._asked.values()):
+            self._decided(asked, None)
         for run in list(self._started.values()):
             self._decide(run, _failure(f"Tool {run.effect.call.name} was killed"))
 
-    async def _await_tools(self, effect: fx.AwaitTools) -> ToolSettled:
-        """The next started call's outcome: it settled, or its own timer ran out first."""
+    # -- stage 02, approval (SPEC 6c) ------------------------------------------------------
+
+    async def _ask_approval(self, effect: fx.AskApproval) -> None:
+        """Ask the host in a task of its own and go on; the wait keeps its first deadline."""
+        if self.approvals is None:
+            raise TypeError(
+                f"tool {effect.request.tool} needs approval (SPEC 6c), but run_tool_loop was "
+                "given no approvals port: pass approvals= (for example MemoryApprovals)"
+            )
+        index = effect.index
+        deadline = self._approval_deadlines.setdefault(
+            index, self._alarm.now() + effect.timeout_ms / 1000
+        )
+        asked = _Asked(effect, deadline)
+        self._register_batch_kill()
+        self._asked[index] = asked
+        self.runners.start_soon(self._run_asked, self.approvals, asked)
+        if self._killed.is_set():
+            self._kill_batch()
+
+    async def _run_asked(self, approvals: ApprovalPort, asked: _Asked) -> None:
+        request = asked.effect.request
+        shown = attrs.evolve(request, args=self.registry.redact(request.tool, request.args))
+        with asked.scope:
+            try:
+                decision = await approvals.ask(shown)
+            except Exception as error:  # the host's prompt failed: the attempt's failure
+                self._batch_error = error
+                decision = None
+            self._decided(asked, decision)
+
+    def _decided(self, asked: _Asked, decision: ApprovalDecision | None) -> None:
+        """A wait's outcome: reported to the runner in the order outcomes came."""
+        if not asked.open:
+            return
+        asked.end()
+        del self._asked[asked.effect.index]
+        self._settled.append((asked, decision))
+        if self._batch_woken is not None:
+            self._batch_woken.set()
+
+    async def _withdraw(self, effect: fx.WithdrawApproval) -> None:
+        """Tell the host the request is moot; a host that fails to hear it is only logged."""
+        if self.approvals is None:
+            return
+        request = effect.request
+        shown = attrs.evolve(request, args=self.registry.redact(request.tool, request.args))
+        try:
+            await self.approvals.withdraw(shown)
+        except Exception:
+            log.exception("withdrawing the approval request of %s failed", request.tool)
+
+    async def _await_tools(self, effect: fx.AwaitTools) -> ToolSettled | ApprovalDecided:
+        """The next outcome: a started call settled, a wait for approval ended, or a timer
+        (a call's own, or a wait's `TOOL_APPROVAL_TIMEOUT_MS`) ran out first."""
         while not self._settled:
             if self._batch_error is not None:
                 raise self._batch_error
-            assert self._started, "AwaitTools with no call of the batch running"
-            deadline = min(run.deadline for run in self._started.values())
+            assert self._started or self._asked, "AwaitTools with nothing running or waiting"
+            waits: list[_Started | _Asked] = [*self._started.values(), *self._asked.values()]
             self._batch_woken = anyio.Event()
-            with anyio.move_on_at(deadline):
+            with anyio.move_on_at(min(wait.deadline for wait in waits)):
                 await self._batch_woken.wait()
             now = self._alarm.now()
-            for run in sorted(self._started.values(), key=lambda run: run.deadline):
-                if run.deadline <= now:
-                    self._decide(run, _timed_out(run.effect.call.name, run.timeout_ms))
+            for wait in sorted(waits, key=lambda wait: wait.deadline):
+                if wait.deadline > now:
+                    continue
+                if isinstance(wait, _Asked):
+                    self._decided(wait, None)
+                else:
+                    self._decide(wait, _timed_out(wait.effect.call.name, wait.timeout_ms))
         if self._batch_error is not None:
             raise self._batch_error
-        run, result = self._settled.popleft()
-        if not self._started and not self._settled:
+        run, outcome = self._settled.popleft()
+        if not self._started and not self._asked and not self._settled:
             self._end_batch()
-        return self._settled_event(run.effect.call.name, run.effect.index, run.started, result)
+        if isinstance(run, _Asked):
+            index = run.effect.index
+            if outcome is None or outcome.digest == run.effect.request.digest:
+                self._approval_deadlines.pop(index, None)
+            assert not isinstance(outcome, ToolResult)
+            stop = self.control.pending_request()
+            return ApprovalDecided(index=index, decision=outcome, stop=stop)
+        assert isinstance(outcome, ToolResult)
+        return self._settled_event(run.effect.call.name, run.effect.index, run.started, outcome)
 
     def _end_batch(self) -> None:
         """The attempt is over: no started call runs on, its kill handle is gone."""
         if self._batch_kill is not None:
             self.control.deregister_kill(self._batch_kill)
             self._batch_kill = None
-        for run in list(self._started.values()):
+        for run in [*self._started.values(), *self._asked.values()]:
             run.end()
         self._started.clear()
+        self._asked.clear()
         self._settled.clear()
 
     def _streaming_context(self) -> StreamingContext:
@@ -861,6 +981,8 @@ _PERFORMERS: dict[type[Any], Performer] = {
     fx.DispatchTool: _Interpreter._dispatch,
     fx.StartTool: _Interpreter._start_tool,
     fx.AwaitTools: _Interpreter._await_tools,
+    fx.AskApproval: _Interpreter._ask_approval,
+    fx.WithdrawApproval: _Interpreter._withdraw,
     fx.TakeStashedContext: _Interpreter._take_stash,
     fx.SendNotice: _Interpreter._notice,
     fx.Log: _Interpreter._log,

@@ -24,7 +24,12 @@ from toolloop.engine.trace import Trace, TraceStep
 from toolloop.states import IterationState
 from toolloop.tools.report import report
 from toolloop.tools.scenario import Scenario
-from toolloop.tools.scripted import ScriptedChannel, ScriptedTurnControl, scripted_ports
+from toolloop.tools.scripted import (
+    ScriptedApprovals,
+    ScriptedChannel,
+    ScriptedTurnControl,
+    scripted_ports,
+)
 
 
 def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnControl]:
@@ -34,6 +39,7 @@ def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnContr
     control = ScriptedTurnControl(record_registrations=True)  # for the cleanup invariant
     channel = ScriptedChannel()
     outcome: dict[str, BaseException | None] = {"raised": None}
+    approvals = ScriptedApprovals(scenario.tools, control)
 
     async def main() -> None:
         provider, registry = scripted_ports(scenario, control, channel)
@@ -46,6 +52,7 @@ def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnContr
                 channel=channel,
                 control=control,
                 observer=_recorder(steps),
+                approvals=approvals,
             )
         except Exception as error:  # the scenario ran; what it raised is part of its output
             outcome["raised"] = error
@@ -59,6 +66,7 @@ def simulate(scenario: Scenario) -> tuple[dict[str, Any], Trace, MemoryTurnContr
         delivered=channel.delivered,
         config_warnings=loaded.warnings,
         raised=outcome["raised"],
+        approvals=approvals.records,
     )
     return document, trace, control
 

@@ -306,8 +306,11 @@ class ApprovalDecidedContext(Context):
         self.call, self.name = waited.call, waited.call.name
         self.pre_tool_text = pending.stream.accumulated_text
         decision = event.decision
-        if self.stop_requested:  # a kill while waiting withdraws the request
-            self.batch = _with(batch, at, approval=ApprovalStatus.WITHDRAWN)
+        if self.stop_requested:  # a kill while waiting withdraws the request: never run
+            reason = tool_call.WITHDRAWN_REASON
+            self.batch = _with(
+                batch, at, approval=ApprovalStatus.WITHDRAWN, refusal=Refusal.DENIED.value, denial=reason
+            )
             self.batch_goes_on = any(call.running or call.waiting for call in self.batch)
             return
         if decision is not None and decision.digest != waited.digest:

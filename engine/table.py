@@ -533,6 +533,7 @@ def _decided(rows: tuple[Row, ...]) -> tuple[Row, ...]:
         and row.event is ToolSettled
         and row.move in _DENIED
         and not {g.batch_goes_on, g.stop_requested, g.restart_requested} & set(row.when)
+        and do.unsuppress_after_novelai_text not in row.actions  # the exits of a success
     )
 
 

@@ -114,6 +114,9 @@ def approval_request(turn: TurnSettings, call: FunctionCall) -> ApprovalRequest:
     )
 
 
+WITHDRAWN_REASON = "The turn was stopped while this tool call waited for approval."
+
+
 def denied_reason(reason: str | None) -> str:
     """Why a person's denial kept the call from running, in their words when they gave any."""
     if reason and reason.strip():

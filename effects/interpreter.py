@@ -773,16 +773,26 @@ class _Interpreter:
         asked = _Asked(effect, deadline)
         self._register_batch_kill()
         self._asked[index] = asked
-        self.runners.start_soon(self._run_asked, self.approvals, asked)
+        await self.runners.start(self._run_asked, self.approvals, asked)
         if self._killed.is_set():
             self._kill_batch()
 
-    async def _run_asked(self, approvals: ApprovalPort, asked: _Asked) -> None:
+    async def _run_asked(
+        self,
+        approvals: ApprovalPort,
+        asked: _Asked,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """The host's `ask`, entered without a checkpoint after `started` (as a started
+        call's tool is), so the requests of a batch reach the host in the model's order."""
         request = asked.effect.request
         shown = attrs.evolve(request, args=self.registry.redact(request.tool, request.args))
         with asked.scope:
             try:
-                decision = await approvals.ask(shown)
+                asking = approvals.ask(shown)
+                task_status.started()
+                decision = await asking
             except Exception as error:  # the host's prompt failed: the attempt's failure
                 self._batch_error = error
                 decision = None

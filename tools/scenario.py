@@ -123,6 +123,9 @@ class ScriptedDecision:
     """The person's words for a denial."""
     args: JsonObject | None = None
     """The other arguments an `approve_for` was given for."""
+    delay_ms: int = 0
+    """The person answers after this much (virtual) time, so a batch's waits can end in
+    another order than the model's."""
 
 
 @attrs.frozen(kw_only=True)
@@ -460,24 +463,32 @@ def _approval(node: _Node) -> tuple[ScriptedDecision, ...] | None:
 
 
 DECISION_FORMS = (
-    '"approve", "timeout", {"deny": "reason"}, {"kill": true} '
-    'or {"approve_for": {...other arguments}}'
+    '"approve", "timeout", {"deny": "reason"}, {"kill": true}, '
+    '{"approve_for": {...other arguments}} or {"approve": true}, each object form '
+    'with an optional "delay_ms"'
 )
+VERDICT_KEYS = ("approve", "deny", "kill", "approve_for")
 
 
 def _decision(node: _Node) -> ScriptedDecision:
     if node.value in ("approve", "timeout"):
         return ScriptedDecision(kind=node.value)
-    if not isinstance(node.value, dict) or len(node.value) != 1:
+    if not isinstance(node.value, dict):
         raise node.fail(f"a decision: {DECISION_FORMS}")
-    fields = node.fields({"deny", "kill", "approve_for"})
-    if "deny" in fields:
-        return ScriptedDecision(kind="deny", reason=_optional_string(fields["deny"]))
-    if "kill" in fields:
-        if fields["kill"].value is not True:
-            raise fields["kill"].fail("true")
-        return ScriptedDecision(kind="kill")
-    return ScriptedDecision(kind="approve_for", args=_object(fields["approve_for"]))
+    fields = node.fields({*VERDICT_KEYS, "delay_ms"})
+    given = [key for key in VERDICT_KEYS if key in fields]
+    if len(given) != 1:
+        raise node.fail(f"a decision: {DECISION_FORMS}", f"the keys {sorted(fields)}")
+    kind, delay_ms = given[0], _read(fields, "delay_ms", _delay, 0)
+    if kind == "deny":
+        reason = _optional_string(fields["deny"])
+        return ScriptedDecision(kind="deny", reason=reason, delay_ms=delay_ms)
+    if kind in ("kill", "approve"):
+        if fields[kind].value is not True:
+            raise fields[kind].fail("true")
+        return ScriptedDecision(kind=kind, delay_ms=delay_ms)
+    args = _object(fields["approve_for"])
+    return ScriptedDecision(kind="approve_for", args=args, delay_ms=delay_ms)
 
 
 def _tool_name(node: _Node) -> str:

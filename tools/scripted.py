@@ -285,6 +285,8 @@ class ScriptedApprovals:
     async def _play(
         self, decision: ScriptedDecision, request: ApprovalRequest, record: dict[str, Any]
     ) -> ApprovalDecision:
+        if decision.delay_ms:
+            await anyio.sleep(decision.delay_ms / 1000)
         if decision.kind == "kill":
             self._control.kill()
         if decision.kind in ("kill", "timeout"):

@@ -74,6 +74,7 @@ from toolloop.engine.events import (
     ToolSettled,
     TurnStarted,
 )
+from toolloop.engine.resume import resume as resumed
 from toolloop.engine.step import Step, initial_state, step
 from toolloop.states import (
     ApprovalDecision,
@@ -134,6 +135,7 @@ async def run_tool_loop(
     on_event: HostObserver | None = None,
     attempt: int = 0,
     approvals: ApprovalPort | None = None,
+    resume: IterationState | None = None,
 ) -> GenerationTurnResult:
     """Run one generation attempt to its result (or the error it raises, `ImpersonationAborted`).
 
@@ -143,7 +145,10 @@ async def run_tool_loop(
     typed host events (`toolloop.effects.observe`); `attempt` is this attempt's
     index in the fallback chain, which names its streams. `approvals` is where a
     person decides on the calls whose tool needs approval (SPEC 6c); a turn that
-    meets such a call without one fails naming the tool.
+    meets such a call without one fails naming the tool. `resume`: a state persisted
+    while the turn waited for approval (`toolloop.states.convert` writes it as JSON),
+    from which this attempt goes on, asking again about its waiting calls
+    (`toolloop.engine.resume`); `turn` and `config` must be the persisted state's.
     """
     async with anyio.create_task_group() as runners:
         interpreter = _Interpreter(
@@ -162,6 +167,7 @@ async def run_tool_loop(
             attempt=attempt,
             runners=runners,
             approvals=approvals,
+            resume=resume,
         )
         outcome = await interpreter.supervise()
     if isinstance(outcome, Exception):  # raised here, outside the group, unwrapped
@@ -427,6 +433,8 @@ class _Interpreter:
     runners: TaskGroup
     approvals: ApprovalPort | None = None
     """Where a person decides on the calls that need approval (SPEC 6c)."""
+    resume: IterationState | None = None
+    """A persisted state waiting for approval, to go on from instead of the start."""
     _alarm: _Alarm = attrs.field(init=False, factory=_Alarm)
     _outcome: Outcome | None = attrs.field(init=False, default=None)
     _current: _Sink | _ToolRun | None = attrs.field(init=False, default=None)
@@ -464,8 +472,14 @@ class _Interpreter:
         """Start the runner and watch its calls until the attempt has its outcome."""
         self._killed = self.control.killed
         self._stream_timeout = self.config.stream_sdk_call_timeout_ms / 1000
-        self._state = initial_state(self.config, self.turn)
-        self._spawn(self._state, TurnStarted())
+        if self.resume is None:
+            self._state = initial_state(self.config, self.turn)
+            self._spawn(self._state, TurnStarted())
+        else:
+            self._state = self.resume
+            self._runner = self.runners.start_soon(
+                self._drive, self.resume, TurnStarted(), resumed(self.resume)
+            )
         alarm = self._alarm
         while self._outcome is None:
             watched = self._current
@@ -540,7 +554,7 @@ class _Interpreter:
     def _spawn(self, state: IterationState, event: Event) -> None:
         self._runner = self.runners.start_soon(self._drive, state, event)
 
-    async def _drive(self, state: IterationState, event: Event) -> None:
+    async def _drive(self, state: IterationState, event: Event, first: Step | None = None) -> None:
         """Step the loop from `state` and `event` to its outcome, unless a call is taken.
 
         A taken call cancels its runner (`TaskHandle.cancel`, whose scope ends the
@@ -550,12 +564,13 @@ class _Interpreter:
         observer = self.observer
         try:
             while True:
-                out = step(state, event)
-                if observer is not None:
+                out = step(state, event) if first is None else first
+                if observer is not None and first is None:  # a resumed wait is no step
                     observer(state, event, out)
-                if self.on_event is not None:
+                if self.on_event is not None and first is None:
                     for shown in host_events(self.attempt, state, event, out, self.registry.redact):
                         self.on_event(shown)
+                first = None
                 state = self._state = out.state
                 *fire_and_forget, last = out.effects
                 for pending in map(self._perform, fire_and_forget):

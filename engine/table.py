@@ -122,6 +122,8 @@ class Move(enum.StrEnum):
     TOOL_SUCCEEDED = "tool_succeeded"
     RESTARTED_WITH_STASH = "restarted_with_stash"
     WITHDRAWN = "withdrawn"
+    RESUMED = "resumed"
+    """Not a row: what `toolloop.engine.resume` reports for re-entering a persisted wait."""
     STOPPED_WHILE_WAITING = "stopped_while_waiting"
     DECISION_REFUSED = "decision_refused"
     DECIDED = "decided"

@@ -63,8 +63,8 @@ from toolloop.effects.ports import (
 )
 from toolloop.effects.stash import ContextStash
 from toolloop.engine import commands as fx
-from toolloop.engine.construct import constructor
 from toolloop.engine import tool_call
+from toolloop.engine.construct import constructor
 from toolloop.engine.events import (
     ApprovalDecided,
     Event,
@@ -858,22 +858,23 @@ class _Interpreter:
         run, outcome = self._settled.popleft()
         if not self._started and not self._asked and not self._settled:
             self._end_batch()
-        if isinstance(run, _Asked):
-            index = run.effect.index
-            if outcome is None or outcome.digest == run.effect.request.digest:
-                self._approval_deadlines.pop(index, None)
-            assert not isinstance(outcome, ToolResult)
-            stop = self.control.pending_request()
-            return ApprovalDecided(index=index, decision=outcome, stop=stop)
-        assert isinstance(outcome, ToolResult)
-        return self._settled_event(run.effect.call.name, run.effect.index, run.started, outcome)
+        if isinstance(outcome, ToolResult):
+            assert isinstance(run, _Started)
+            return self._settled_event(run.effect.call.name, run.effect.index, run.started, outcome)
+        assert isinstance(run, _Asked)
+        index = run.effect.index
+        if outcome is None or outcome.digest == run.effect.request.digest:
+            self._approval_deadlines.pop(index, None)  # a refused decision keeps the deadline
+        stop = self.control.pending_request()
+        return ApprovalDecided(index=index, decision=outcome, stop=stop)
 
     def _end_batch(self) -> None:
         """The attempt is over: no started call runs on, its kill handle is gone."""
         if self._batch_kill is not None:
             self.control.deregister_kill(self._batch_kill)
             self._batch_kill = None
-        for run in [*self._started.values(), *self._asked.values()]:
+        ending: list[_Started | _Asked] = [*self._started.values(), *self._asked.values()]
+        for run in ending:
             run.end()
         self._started.clear()
         self._asked.clear()

@@ -89,8 +89,9 @@ async def run_generation_turn(
     catalog, the context stash (one for the whole turn, so an item a tool put
     aside in one attempt can be taken in the next), the reply target, the
     observer (every step of every attempt), `on_event` (their host events) and
-    the approval port (SPEC 6c) reach each attempt's `run_tool_loop` as they are. An attempt without its
-    own configuration runs with the environment's, read once for the turn.
+    the approval port (SPEC 6c) reach each attempt's `run_tool_loop` as they are.
+    An attempt without its own configuration runs with the environment's, read
+    once for the turn.
     """
     if not attempts:
         raise ValueError("run_generation_turn needs at least one attempt")

@@ -308,16 +308,15 @@ class ApprovalDecidedContext(Context):
         decision = event.decision
         if self.stop_requested:  # a kill while waiting withdraws the request: never run
             reason = tool_call.WITHDRAWN_REASON
-            self.batch = _with(
-                batch, at, approval=ApprovalStatus.WITHDRAWN, refusal=Refusal.DENIED.value, denial=reason
-            )
+            self.batch = _refused(batch, at, ApprovalStatus.WITHDRAWN, reason)
             self.batch_goes_on = any(call.running or call.waiting for call in self.batch)
             return
         if decision is not None and decision.digest != waited.digest:
             self.batch, self.decision_refused = batch, True  # meant for other arguments
             return
         if decision is not None and decision.verdict is Verdict.APPROVE:
-            self.batch = _with(batch, at, approval=ApprovalStatus.APPROVED)
+            approved = attrs.evolve(waited, approval=ApprovalStatus.APPROVED)
+            self.batch = (*batch[:at], approved, *batch[at + 1 :])
             self.batch_goes_on = True  # it runs next
             return
         if decision is None:
@@ -326,18 +325,18 @@ class ApprovalDecidedContext(Context):
         else:
             status, reason = ApprovalStatus.DENIED, tool_call.denied_reason(decision.reason)
         self.result = ToolResult(success=False, error=reason)
-        self.batch = batch = _with(
-            batch, at, approval=status, refusal=Refusal.DENIED.value, denial=reason
-        )
+        self.batch = batch = _refused(batch, at, status, reason)
         if not all(call.done for call in batch):
             self.batch_goes_on = True
             return
         self._batch_done(state, batch)
 
 
-def _with(batch: tuple[BatchCall, ...], at: int, **changes: object) -> tuple[BatchCall, ...]:
-    """The batch with the call at `at` changed."""
-    call = attrs.evolve(batch[at], **changes)
+def _refused(
+    batch: tuple[BatchCall, ...], at: int, status: ApprovalStatus, reason: str
+) -> tuple[BatchCall, ...]:
+    """The batch with the call at `at` never to run: its approval refused for `reason`."""
+    call = attrs.evolve(batch[at], approval=status, refusal=Refusal.DENIED.value, denial=reason)
     return (*batch[:at], call, *batch[at + 1 :])
 
 

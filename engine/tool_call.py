@@ -13,6 +13,7 @@ from toolloop.engine.construct import constructor
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, STICKER_TOOL, is_visible
 from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,
+    ApprovalRequest,
     ContextItem,
     FunctionCall,
     JsonObject,
@@ -20,7 +21,6 @@ from toolloop.states import (
     StreamResult,
     ToolContext,
     ToolHistoryEntry,
-    ApprovalRequest,
     ToolResult,
     TurnSettings,
     args_digest,

@@ -268,7 +268,9 @@ def _named(declaration: Declaration, start: Phase, names: Sequence[str]) -> tupl
     return tuple(moves)
 
 
-def scenario_for(moves: Sequence[Move], given: frozenset[int] | set[int] = frozenset()) -> JsonObject:
+def scenario_for(
+    moves: Sequence[Move], given: frozenset[int] | set[int] = frozenset()
+) -> JsonObject:
     """The scenario that takes `moves`: the witnesses along them, merged.
 
     `given`: the moves (by `id`) whose needs another move's witness gives (`Witness.via`).

@@ -49,4 +49,6 @@ class ConsoleApprovals:
         )
 
     async def withdraw(self, request: ApprovalRequest) -> None:
-        self.console.print(f"approval withdrawn: {request.tool} (the turn was stopped)", markup=False)
+        self.console.print(
+            f"approval withdrawn: {request.tool} (the turn was stopped)", markup=False
+        )

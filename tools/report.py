@@ -33,10 +33,10 @@ from toolloop.engine.step import initial_state, step
 from toolloop.engine.trace import Trace, TraceStep
 from toolloop.states import (
     ConfigWarning,
-    Verdict,
     GenerationTurnResult,
     IterationState,
     StreamStatus,
+    Verdict,
 )
 from toolloop.states.convert import to_json
 

@@ -32,7 +32,10 @@ from toolloop.states import (
 )
 from toolloop.states.convert import from_json, to_json
 
-SECRET = {"type": "object", "properties": {"id": {"type": "string"}, "token": {"type": "string", "writeOnly": True}}}
+SECRET = {
+    "type": "object",
+    "properties": {"id": {"type": "string"}, "token": {"type": "string", "writeOnly": True}},
+}
 
 
 def bot() -> tuple[ToolRegistry, list[dict[str, Any]]]:
@@ -81,7 +84,6 @@ async def turn(
         observer=None if states is None else (lambda before, event, out: states.append(out.state)),
         resume=resume_from,
     )
-
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -210,7 +212,9 @@ def test_a_turn_without_an_approvals_port_fails_naming_the_tool() -> None:
 
 def test_deciding_a_call_that_is_not_waiting_names_it_and_the_waiting_ones() -> None:
     """`approve` on an unknown call id says which calls wait."""
-    with pytest.raises(NoSuchRequest, match=r"^no approval request waits for call 'x' \(waiting: none\)$"):
+    with pytest.raises(
+        NoSuchRequest, match=r"^no approval request waits for call 'x' \(waiting: none\)$"
+    ):
         MemoryApprovals().approve("x")
 
 
@@ -218,7 +222,9 @@ def test_a_state_that_does_not_wait_cannot_be_resumed() -> None:
     """`resume` refuses a state that is not waiting for approval, saying which phase it is in."""
     from toolloop.engine.step import initial_state
 
-    with pytest.raises(NotResumable, match="^only a turn waiting for approval can be resumed; this one is idle$"):
+    with pytest.raises(
+        NotResumable, match=r"^only a turn waiting for approval can be resumed; this one is idle$"
+    ):
         resume(initial_state(LoopConfig(), TurnSettings()))
 
 
@@ -229,7 +235,7 @@ def test_a_waiting_turn_persisted_as_json_resumes_in_a_new_interpreter_to_the_sa
     """The state a turn waits in round-trips through cattrs to JSON; a new interpreter (a new
     registry, port and control, as after a restart) resumes it, asks again, and the approved
     turn ends exactly as one that never stopped."""
-    registry, ran = bot()
+    registry, _ = bot()
     approvals, states = MemoryApprovals(), []
 
     async def uninterrupted() -> GenerationTurnResult:

@@ -691,7 +691,7 @@ class _Interpreter:
             self.turn, state.iteration, state.short_term_memory_updated, state.context.items
         )
         needs = tuple(
-            self.registry.needs_approval(attrs.evolve(call, name=call.name.strip()), context)
+            self.registry.needs_approval(tool_call.renamed(call, call.name.strip()), context)
             for call in calls
         )
         return needs if any(needs) else ()

@@ -682,16 +682,20 @@ class _Interpreter:
         return _new_stream_ended(result=result, stop=stop, exclusive=exclusive, approval=approval)
 
     def _approval(self, result: StreamResult) -> tuple[bool, ...]:
-        """The registry's answer for each call: it needs approval (SPEC 6c); () when none does."""
+        """The registry's answer for each call: it needs approval (SPEC 6c); () when none does.
+
+        A registry written before approval existed (no `needs_approval`) never asks.
+        """
         calls = result.batch
-        if not calls:
+        needs_approval = getattr(self.registry, "needs_approval", None)
+        if not calls or needs_approval is None:
             return ()
         state = self._state
         context = tool_call.tool_context(
             self.turn, state.iteration, state.short_term_memory_updated, state.context.items
         )
         needs = tuple(
-            self.registry.needs_approval(tool_call.renamed(call, call.name.strip()), context)
+            bool(needs_approval(tool_call.renamed(call, call.name.strip()), context))
             for call in calls
         )
         return needs if any(needs) else ()

@@ -103,7 +103,8 @@ class ToolRegistryPort(Protocol):
 
     def needs_approval(self, call: FunctionCall, context: ToolContext) -> bool:
         """Whether the call waits for a person's decision before it runs (SPEC 6c); only
-        for a call that would pass the registry's own checks (unknown tool, gates, schema)."""
+        for a call that would pass the registry's own checks (unknown tool, gates, schema).
+        Optional: a registry without it never asks."""
         ...
 
 

@@ -50,6 +50,7 @@ from toolloop.effects.clock import loop_clock
 from toolloop.effects.notices import NOTICE_LIMIT, NoticeCatalog
 from toolloop.effects.observe import HostObserver, NoticeShown, StreamFirstChunk, host_events
 from toolloop.effects.ports import (
+    ApprovalPort,
     Channel,
     KillSignal,
     Notice,
@@ -63,8 +64,10 @@ from toolloop.effects.ports import (
 )
 from toolloop.effects.stash import ContextStash
 from toolloop.engine import commands as fx
+from toolloop.engine import tool_call
 from toolloop.engine.construct import constructor
 from toolloop.engine.events import (
+    ApprovalDecided,
     Event,
     StashTaken,
     StopRequest,
@@ -72,8 +75,10 @@ from toolloop.engine.events import (
     ToolSettled,
     TurnStarted,
 )
+from toolloop.engine.resume import resume as resumed
 from toolloop.engine.step import Step, initial_state, step
 from toolloop.states import (
+    ApprovalDecision,
     GenerationTurnResult,
     IterationState,
     LoopConfig,
@@ -131,6 +136,8 @@ async def run_tool_loop(
     observer: Observer | None = None,
     on_event: HostObserver | None = None,
     attempt: int = 0,
+    approvals: ApprovalPort | None = None,
+    resume: IterationState | None = None,
 ) -> GenerationTurnResult:
     """Run one generation attempt to its result (or the error it raises, `ImpersonationAborted`).
 
@@ -138,7 +145,12 @@ async def run_tool_loop(
     enrichment tools put items into; without one, every take finds nothing (no
     tool can have put an item). `on_event` gets the
     typed host events (`toolloop.effects.observe`); `attempt` is this attempt's
-    index in the fallback chain, which names its streams.
+    index in the fallback chain, which names its streams. `approvals` is where a
+    person decides on the calls whose tool needs approval (SPEC 6c); a turn that
+    meets such a call without one fails naming the tool. `resume`: a state persisted
+    while the turn waited for approval (`toolloop.states.convert` writes it as JSON),
+    from which this attempt goes on, asking again about its waiting calls
+    (`toolloop.engine.resume`); `turn` and `config` must be the persisted state's.
     """
     async with anyio.create_task_group() as runners:
         interpreter = _Interpreter(
@@ -156,6 +168,8 @@ async def run_tool_loop(
             on_event=on_event,
             attempt=attempt,
             runners=runners,
+            approvals=approvals,
+            resume=resume,
         )
         outcome = await interpreter.supervise()
     if isinstance(outcome, Exception):  # raised here, outside the group, unwrapped
@@ -263,25 +277,6 @@ class _ToolRun(_Call):
         super().__init__(effect, runner, alarm, self.started + timeout_ms / 1000)
 
 
-class _Batch:
-    """The calls of a batch started side by side (`StartTool`), until each is reported."""
-
-    __slots__ = ("error", "kill", "settled", "started", "woken")
-
-    def __init__(self, kill: Callable[[], None]) -> None:
-        self.started: dict[int, _Started] = {}
-        """The calls running, by their position in the batch."""
-        self.settled: collections.deque[tuple[_Started, ToolResult]] = collections.deque()
-        """Started calls whose outcome is decided, in that order, not yet reported."""
-        self.woken: anyio.Event | None = None
-        """Set when a started call settles or is killed, for the runner waiting on them."""
-        self.error: Exception | None = None
-        """What a started call's registry raised: the attempt's failure, as for one call."""
-        self.kill = kill
-        """The batch's kill handle, registered while the batch exists: one bound method,
-        so the turn control sees the same handle both times."""
-
-
 class _Started:
     """A call of a batch started beside others (`StartTool`): its own task, timer and kill.
 
@@ -299,6 +294,25 @@ class _Started:
 
     def end(self) -> None:
         """Its outcome is decided: cancel what still runs of it (a straggler runs on)."""
+        self.open = False
+        self.scope.cancel()
+
+
+class _Asked:
+    """A call of the batch waiting for approval (`AskApproval`): its own task and deadline.
+
+    `open` until the wait's outcome is decided: a decision, the deadline or a kill.
+    """
+
+    __slots__ = ("deadline", "effect", "open", "scope")
+
+    def __init__(self, effect: fx.AskApproval, deadline: float) -> None:
+        self.effect, self.deadline = effect, deadline
+        self.scope = anyio.CancelScope()
+        self.open = True
+
+    def end(self) -> None:
+        """Its outcome is decided: cancel the host's `ask` if it still runs."""
         self.open = False
         self.scope.cancel()
 
@@ -426,6 +440,10 @@ class _Interpreter:
     on_event: HostObserver | None
     attempt: int
     runners: TaskGroup
+    approvals: ApprovalPort | None = None
+    """Where a person decides on the calls that need approval (SPEC 6c)."""
+    resume: IterationState | None = None
+    """A persisted state waiting for approval, to go on from instead of the start."""
     _alarm: _Alarm = attrs.field(init=False, factory=_Alarm)
     _outcome: Outcome | None = attrs.field(init=False, default=None)
     _current: _Sink | _ToolRun | None = attrs.field(init=False, default=None)
@@ -435,9 +453,23 @@ class _Interpreter:
     _killed: KillSignal = attrs.field(init=False)
     """The turn's kill signal, read once: the attempt belongs to one turn."""
     _stream_timeout: float = attrs.field(init=False)
-    _batch: _Batch | None = attrs.field(init=False, default=None)
-    """The calls of a batch started side by side, while any is not reported (SPEC 6b);
-    made by the first `StartTool`, so a turn of single calls holds none."""
+    _started: dict[int, _Started] = attrs.field(init=False, factory=dict)
+    """The calls of a batch running side by side, by their position in it (SPEC 6b)."""
+    _asked: dict[int, _Asked] = attrs.field(init=False, factory=dict)
+    """The calls of a batch waiting for approval, by their position in it (SPEC 6c)."""
+    _approval_deadlines: dict[int, float] = attrs.field(init=False, factory=dict)
+    """Each wait's deadline from its first ask: a call asked again keeps it."""
+    _settled: collections.deque[
+        tuple[_Started, ToolResult] | tuple[_Asked, ApprovalDecision | None]
+    ] = attrs.field(init=False, factory=collections.deque)
+    """Started calls and waits whose outcome is decided, in that order, not yet reported."""
+    _batch_woken: anyio.Event | None = attrs.field(init=False, default=None)
+    """Set when a started call settles or is killed, for the runner waiting on the batch."""
+    _batch_kill: Callable[[], None] | None = attrs.field(init=False, default=None)
+    """The batch's kill handle while it is registered: while any started call is not
+    reported. One bound method, so the turn control sees the same handle both times."""
+    _batch_error: Exception | None = attrs.field(init=False, default=None)
+    """What a started call's registry raised: the attempt's failure, as for one call."""
     _state: IterationState = attrs.field(init=False)
     """The state the awaited effect of the last step answers to (set by `supervise`)."""
     _runner: TaskHandle[None] = attrs.field(init=False)
@@ -449,8 +481,14 @@ class _Interpreter:
         """Start the runner and watch its calls until the attempt has its outcome."""
         self._killed = self.control.killed
         self._stream_timeout = self.config.stream_sdk_call_timeout_ms / 1000
-        self._state = initial_state(self.config, self.turn)
-        self._spawn(self._state, TurnStarted())
+        if self.resume is None:
+            self._state = initial_state(self.config, self.turn)
+            self._spawn(self._state, TurnStarted())
+        else:
+            self._state = self.resume
+            self._runner = self.runners.start_soon(
+                self._drive, self.resume, TurnStarted(), resumed(self.resume)
+            )
         alarm = self._alarm
         while self._outcome is None:
             watched = self._current
@@ -525,7 +563,7 @@ class _Interpreter:
     def _spawn(self, state: IterationState, event: Event) -> None:
         self._runner = self.runners.start_soon(self._drive, state, event)
 
-    async def _drive(self, state: IterationState, event: Event) -> None:
+    async def _drive(self, state: IterationState, event: Event, first: Step | None = None) -> None:
         """Step the loop from `state` and `event` to its outcome, unless a call is taken.
 
         A taken call cancels its runner (`TaskHandle.cancel`, whose scope ends the
@@ -535,12 +573,13 @@ class _Interpreter:
         observer = self.observer
         try:
             while True:
-                out = step(state, event)
-                if observer is not None:
+                out = step(state, event) if first is None else first
+                if observer is not None and first is None:  # a resumed wait is no step
                     observer(state, event, out)
-                if self.on_event is not None:
+                if self.on_event is not None and first is None:
                     for shown in host_events(self.attempt, state, event, out, self.registry.redact):
                         self.on_event(shown)
+                first = None
                 state = self._state = out.state
                 *fire_and_forget, last = out.effects
                 for pending in map(self._perform, fire_and_forget):
@@ -658,10 +697,30 @@ class _Interpreter:
         if result.status in _FAILED:
             _log_failed_stream(self.provider.descriptor, sink.span, result)
         stop = self.control.pending_request()
+        approval = self._approval(result)
         if len(result.calls) < 2:
-            return _new_stream_ended(result=result, stop=stop)
+            return _new_stream_ended(result=result, stop=stop, approval=approval)
         exclusive = tuple(self.registry.exclusive(call.name.strip()) for call in result.calls)
-        return _new_stream_ended(result=result, stop=stop, exclusive=exclusive)
+        return _new_stream_ended(result=result, stop=stop, exclusive=exclusive, approval=approval)
+
+    def _approval(self, result: StreamResult) -> tuple[bool, ...]:
+        """The registry's answer for each call: it needs approval (SPEC 6c); () when none does.
+
+        A registry written before approval existed (no `needs_approval`) never asks.
+        """
+        calls = result.batch
+        needs_approval = getattr(self.registry, "needs_approval", None)
+        if not calls or needs_approval is None:
+            return ()
+        state = self._state
+        context = tool_call.tool_context(
+            self.turn, state.iteration, state.short_term_memory_updated, state.context.items
+        )
+        needs = tuple(
+            bool(needs_approval(tool_call.renamed(call, call.name.strip()), context))
+            for call in calls
+        )
+        return needs if any(needs) else ()
 
     # -- stage 02 --------------------------------------------------------------------------
 
@@ -691,22 +750,20 @@ class _Interpreter:
         it enters the registry, and runs on without a checkpoint, so the calls of a
         batch enter their tools in the model's order on every backend.
         """
-        batch = self._batch
-        if batch is None:
-            batch = self._batch = _Batch(self._kill_batch)
-            self.control.register_kill(batch.kill)
         run = _Started(effect, self._alarm.now(), self._timeout_ms(effect.call.name))
-        batch.started[effect.index] = run
-        await self.runners.start(self._run_started, batch, run)
+        self._register_batch_kill()
+        self._started[effect.index] = run
+        await self.runners.start(self._run_started, run)
         if self._killed.is_set():  # killed between calls: this one ends at once too
             self._kill_batch()
 
+    def _register_batch_kill(self) -> None:
+        if self._batch_kill is None:
+            self._batch_kill = self._kill_batch
+            self.control.register_kill(self._batch_kill)
+
     async def _run_started(
-        self,
-        batch: _Batch,
-        run: _Started,
-        *,
-        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+        self, run: _Started, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         effect = run.effect
         invocation = _new_tool_invocation(
@@ -720,57 +777,134 @@ class _Interpreter:
                 task_status.started()
                 result = await work
             except Exception as error:  # not a tool's failure (those are results): the attempt's
-                batch.error = error
+                self._batch_error = error
                 result = _failure(f"{type(error).__name__}: {error}")
-            self._decide(batch, run, result)
+            self._decide(run, result)
 
-    def _decide(self, batch: _Batch, run: _Started, result: ToolResult) -> None:
+    def _decide(self, run: _Started, result: ToolResult) -> None:
         """A started call's outcome: reported to the runner in the order outcomes came."""
         if not run.open:
             return
         run.end()
-        del batch.started[run.effect.index]
-        batch.settled.append((run, result))
-        if batch.woken is not None:
-            batch.woken.set()
+        del self._started[run.effect.index]
+        self._settled.append((run, result))
+        if self._batch_woken is not None:
+            self._batch_woken.set()
 
     def _kill_batch(self) -> None:
-        """The kill ends every started call at once (SPEC 6b item 4)."""
-        batch = self._batch
-        if batch is not None:
-            for run in list(batch.started.values()):
-                self._decide(batch, run, _failure(f"Tool {run.effect.call.name} was killed"))
+        """The kill ends every wait for approval and every started call at once (6b.4, 6c)."""
+        for asked in list(self._asked.values()):
+            self._decided(asked, None)
+        for run in list(self._started.values()):
+            self._decide(run, _failure(f"Tool {run.effect.call.name} was killed"))
 
-    async def _await_tools(self, effect: fx.AwaitTools) -> ToolSettled:
-        """The next started call's outcome: it settled, or its own timer ran out first."""
-        batch = self._batch
-        assert batch is not None, "AwaitTools with no call of the batch started"
-        while not batch.settled:
-            if batch.error is not None:
-                raise batch.error
-            assert batch.started, "AwaitTools with no call of the batch running"
-            deadline = min(run.deadline for run in batch.started.values())
-            batch.woken = anyio.Event()
-            with anyio.move_on_at(deadline):
-                await batch.woken.wait()
+    # -- stage 02, approval (SPEC 6c) ------------------------------------------------------
+
+    async def _ask_approval(self, effect: fx.AskApproval) -> None:
+        """Ask the host in a task of its own and go on; the wait keeps its first deadline."""
+        if self.approvals is None:
+            raise TypeError(
+                f"tool {effect.request.tool} needs approval (SPEC 6c), but run_tool_loop was "
+                "given no approvals port: pass approvals= (for example MemoryApprovals)"
+            )
+        index = effect.index
+        deadline = self._approval_deadlines.setdefault(
+            index, self._alarm.now() + effect.timeout_ms / 1000
+        )
+        asked = _Asked(effect, deadline)
+        self._register_batch_kill()
+        self._asked[index] = asked
+        await self.runners.start(self._run_asked, self.approvals, asked)
+        if self._killed.is_set():
+            self._kill_batch()
+
+    async def _run_asked(
+        self,
+        approvals: ApprovalPort,
+        asked: _Asked,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """The host's `ask`, entered without a checkpoint after `started` (as a started
+        call's tool is), so the requests of a batch reach the host in the model's order."""
+        request = asked.effect.request
+        shown = attrs.evolve(request, args=self.registry.redact(request.tool, request.args))
+        with asked.scope:
+            try:
+                asking = approvals.ask(shown)
+                task_status.started()
+                decision = await asking
+            except Exception as error:  # the host's prompt failed: the attempt's failure
+                self._batch_error = error
+                decision = None
+            self._decided(asked, decision)
+
+    def _decided(self, asked: _Asked, decision: ApprovalDecision | None) -> None:
+        """A wait's outcome: reported to the runner in the order outcomes came."""
+        if not asked.open:
+            return
+        asked.end()
+        del self._asked[asked.effect.index]
+        self._settled.append((asked, decision))
+        if self._batch_woken is not None:
+            self._batch_woken.set()
+
+    async def _withdraw(self, effect: fx.WithdrawApproval) -> None:
+        """Tell the host the request is moot; a host that fails to hear it is only logged."""
+        if self.approvals is None:
+            return
+        request = effect.request
+        shown = attrs.evolve(request, args=self.registry.redact(request.tool, request.args))
+        try:
+            await self.approvals.withdraw(shown)
+        except Exception:
+            log.exception("withdrawing the approval request of %s failed", request.tool)
+
+    async def _await_tools(self, effect: fx.AwaitTools) -> ToolSettled | ApprovalDecided:
+        """The next outcome: a started call settled, a wait for approval ended, or a timer
+        (a call's own, or a wait's `TOOL_APPROVAL_TIMEOUT_MS`) ran out first."""
+        while not self._settled:
+            if self._batch_error is not None:
+                raise self._batch_error
+            assert self._started or self._asked, "AwaitTools with nothing running or waiting"
+            waits: list[_Started | _Asked] = [*self._started.values(), *self._asked.values()]
+            self._batch_woken = anyio.Event()
+            with anyio.move_on_at(min(wait.deadline for wait in waits)):
+                await self._batch_woken.wait()
             now = self._alarm.now()
-            for run in sorted(batch.started.values(), key=lambda run: run.deadline):
-                if run.deadline <= now:
-                    self._decide(batch, run, _timed_out(run.effect.call.name, run.timeout_ms))
-        if batch.error is not None:
-            raise batch.error
-        run, result = batch.settled.popleft()
-        if not batch.started and not batch.settled:
+            for wait in sorted(waits, key=lambda wait: wait.deadline):
+                if wait.deadline > now:
+                    continue
+                if isinstance(wait, _Asked):
+                    self._decided(wait, None)
+                else:
+                    self._decide(wait, _timed_out(wait.effect.call.name, wait.timeout_ms))
+        if self._batch_error is not None:
+            raise self._batch_error
+        run, outcome = self._settled.popleft()
+        if not self._started and not self._asked and not self._settled:
             self._end_batch()
-        return self._settled_event(run.effect.call.name, run.effect.index, run.started, result)
+        if isinstance(outcome, ToolResult):
+            assert isinstance(run, _Started)
+            return self._settled_event(run.effect.call.name, run.effect.index, run.started, outcome)
+        assert isinstance(run, _Asked)
+        index = run.effect.index
+        if outcome is None or outcome.digest == run.effect.request.digest:
+            self._approval_deadlines.pop(index, None)  # a refused decision keeps the deadline
+        stop = self.control.pending_request()
+        return ApprovalDecided(index=index, decision=outcome, stop=stop)
 
     def _end_batch(self) -> None:
-        """No started call runs on, and the batch's kill handle is gone."""
-        batch, self._batch = self._batch, None
-        if batch is not None:
-            self.control.deregister_kill(batch.kill)
-            for run in batch.started.values():
-                run.end()
+        """The attempt is over: no started call runs on, its kill handle is gone."""
+        if self._batch_kill is not None:
+            self.control.deregister_kill(self._batch_kill)
+            self._batch_kill = None
+        ending: list[_Started | _Asked] = [*self._started.values(), *self._asked.values()]
+        for run in ending:
+            run.end()
+        self._started.clear()
+        self._asked.clear()
+        self._settled.clear()
 
     def _streaming_context(self) -> StreamingContext:
         """The live stream the calls being dispatched came from (SPEC 6 step 3)."""
@@ -899,6 +1033,8 @@ _PERFORMERS: dict[type[Any], Performer] = {
     fx.DispatchTool: _Interpreter._dispatch,
     fx.StartTool: _Interpreter._start_tool,
     fx.AwaitTools: _Interpreter._await_tools,
+    fx.AskApproval: _Interpreter._ask_approval,
+    fx.WithdrawApproval: _Interpreter._withdraw,
     fx.TakeStashedContext: _Interpreter._take_stash,
     fx.SendNotice: _Interpreter._notice,
     fx.Log: _Interpreter._log,
@@ -953,6 +1089,10 @@ def _failure(error: str) -> ToolResult:
     return ToolResult(success=False, error=error)
 
 
+def _timed_out(name: str, timeout_ms: int) -> ToolResult:
+    return _failure(f"Tool {name} timed out after {_seconds(timeout_ms)} s")
+
+
 _FAILED = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
 
 
@@ -971,10 +1111,6 @@ def _log_failed_stream(
         "no error given" if error is None else f"{error.type}: {error.message}",
         extra={"provider": provider.name, "endpoint": provider.endpoint, "status": result.status},
     )
-
-
-def _timed_out(name: str, timeout_ms: int) -> ToolResult:
-    return _failure(f"Tool {name} timed out after {_seconds(timeout_ms)} s")
 
 
 def _seconds(milliseconds: int) -> str:

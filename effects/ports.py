@@ -14,6 +14,8 @@ import attrs
 from toolloop.engine.commands import StreamOnce
 from toolloop.engine.events import StopRequest
 from toolloop.states import (
+    ApprovalDecision,
+    ApprovalRequest,
     FunctionCall,
     JsonObject,
     ProviderDescriptor,
@@ -98,6 +100,31 @@ class ToolRegistryPort(Protocol):
 
     def timeout_ms(self, tool: str) -> int | None:
         """The tool's own timeout, overriding `TOOL_EXECUTION_TIMEOUT_MS`; None: that one."""
+        ...
+
+    def needs_approval(self, call: FunctionCall, context: ToolContext) -> bool:
+        """Whether the call waits for a person's decision before it runs (SPEC 6c); only
+        for a call that would pass the registry's own checks (unknown tool, gates, schema).
+        Optional: a registry without it never asks."""
+        ...
+
+
+class ApprovalPort(Protocol):
+    """Where a person approves or denies a tool call (SPEC 6c): the host's prompt.
+
+    `ask` shows the request and returns the decision once a person gave one; the
+    loop cancels it when nobody answered within `TOOL_APPROVAL_TIMEOUT_MS` (the
+    host then retires its prompt as expired). A decision must echo the request's
+    `digest`: one given for other arguments is refused and `ask` is called again.
+    `withdraw` says the turn was killed while it waited.
+    """
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Ask a person about the call; return their decision."""
+        ...
+
+    async def withdraw(self, request: ApprovalRequest) -> None:
+        """The request is moot: retire its prompt."""
         ...
 
 

@@ -119,6 +119,8 @@ may return any JSON data."""
 ProviderGate: TypeAlias = Callable[[ProviderDescriptor], bool]
 TurnGate: TypeAlias = Callable[[ToolContext], bool]
 FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
+ApprovalRule: TypeAlias = Callable[[JsonObject, ToolContext], bool]
+"""Whether a call needs a person's approval, from its arguments and the turn (SPEC 6c)."""
 
 
 _new_tool_call = constructor(ToolCall)
@@ -163,6 +165,8 @@ class RegisteredTool:
     """Runs alone within a batch of calls (SPEC 6b item 3)."""
     timeout_ms: int | None = None
     """Its own timeout, fresh per call, instead of `TOOL_EXECUTION_TIMEOUT_MS`."""
+    approval: ApprovalRule | None = None
+    """Whether a call needs a person's approval first (SPEC 6c); None: never."""
 
 
 _Kept: TypeAlias = tuple[str, JsonObject | None, bool, bool, str | None, float]
@@ -190,6 +194,7 @@ class ToolRegistry:
         available: TurnGate | None = None,
         exclusive: bool = False,
         timeout: float | None = None,
+        requires_approval: bool | ApprovalRule = False,
     ) -> RegisteredTool:
         """Add a tool; its schema is checked here, once, and a bad one raises `ToolSchemaError`.
 
@@ -201,7 +206,9 @@ class ToolRegistry:
         over the provider; None: all). `available` is a predicate over the turn's
         `ToolContext`. `exclusive`: the tool runs alone within a batch of calls.
         `timeout` (seconds, above zero): the tool's own timeout, fresh per call,
-        instead of `TOOL_EXECUTION_TIMEOUT_MS`.
+        instead of `TOOL_EXECUTION_TIMEOUT_MS`. `requires_approval`: every call waits
+        for a person's decision first (SPEC 6c), or, as a predicate over the call's
+        arguments and the turn's `ToolContext`, the calls it says.
         """
         tool_name = function.__name__ if name is None else name
         if tool_name in self._tools:
@@ -232,6 +239,7 @@ class ToolRegistry:
             follow_up=_follow_up_rule(requires_follow_up),
             exclusive=exclusive,
             timeout_ms=timeout_ms,
+            approval=_approval_rule(tool_name, requires_approval),
         )
         self._tools[tool_name] = tool
         self._specs = (None, ())
@@ -289,6 +297,22 @@ class ToolRegistry:
         """The tool's own timeout in ms (`timeout=` at registration), or None."""
         registered = self._tools.get(tool)
         return None if registered is None else registered.timeout_ms
+
+    def needs_approval(self, call: FunctionCall, context: ToolContext) -> bool:
+        """Whether the call waits for a person's decision (SPEC 6c): its tool says so and
+        it would pass the registry's own checks (a person is never asked about a call
+        that could not run: unknown tool, gates, schema). A rule that raises asks."""
+        tool = self._tools.get(call.name)
+        if tool is None or tool.approval is None:
+            return False
+        args = {} if call.args is None else call.args
+        if _refusal(tool, context, args, _not_json(args)) is not None:
+            return False
+        try:
+            return bool(tool.approval(args, context))
+        except Exception:  # the bot's own rule failed: asking is the safe answer
+            log.exception("approval rule of tool %s raised; the call waits for approval", call.name)
+            return True
 
     def redact(self, tool: str, args: JsonObject | None) -> JsonObject | None:
         """`args` with every `writeOnly` parameter of the tool's schema replaced by `[redacted]`."""
@@ -510,6 +534,26 @@ def _provider_gate(providers: Collection[ApiFamily] | ProviderGate | None) -> Pr
         return providers
     families = frozenset(providers)
     return lambda provider: provider.api_family in families
+
+
+def _approval_rule(tool: str, requires: bool | ApprovalRule) -> ApprovalRule | None:
+    """`requires_approval` as a rule, or None when no call needs approval."""
+    if requires is True:
+        return _always_approval
+    if requires is False:
+        return None
+    if not callable(requires):
+        raise ToolSchemaError(
+            tool,
+            f"requires_approval must be a bool or a callable (args, context) -> bool, "
+            f"got {type(requires).__name__}",
+            "requires_approval",
+        )
+    return requires
+
+
+def _always_approval(args: JsonObject, context: ToolContext) -> bool:
+    return True
 
 
 def _follow_up_rule(requires_follow_up: bool | FollowUpRule) -> FollowUpRule:

@@ -17,7 +17,7 @@ from toolloop.effects.config import environment_config
 from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.observe import HostObserver
-from toolloop.effects.ports import Channel, Provider, ToolRegistryPort, TurnControl
+from toolloop.effects.ports import ApprovalPort, Channel, Provider, ToolRegistryPort, TurnControl
 from toolloop.effects.stash import ContextStash
 from toolloop.states import (
     ApiFamily,
@@ -80,6 +80,7 @@ async def run_generation_turn(
     reply_to: str | None = None,
     observer: Observer | None = None,
     on_event: HostObserver | None = None,
+    approvals: ApprovalPort | None = None,
 ) -> GenerationTurnResult:
     """Run the attempts in order until one ends other than `error` or `timeout`.
 
@@ -87,9 +88,10 @@ async def run_generation_turn(
     speaks. The last attempt's result (or exception) is the turn's. The notice
     catalog, the context stash (one for the whole turn, so an item a tool put
     aside in one attempt can be taken in the next), the reply target, the
-    observer (every step of every attempt) and `on_event` (their host events)
-    reach each attempt's `run_tool_loop` as they are. An attempt without its
-    own configuration runs with the environment's, read once for the turn.
+    observer (every step of every attempt), `on_event` (their host events) and
+    the approval port (SPEC 6c) reach each attempt's `run_tool_loop` as they are.
+    An attempt without its own configuration runs with the environment's, read
+    once for the turn.
     """
     if not attempts:
         raise ValueError("run_generation_turn needs at least one attempt")
@@ -119,6 +121,7 @@ async def run_generation_turn(
                 observer=observer,
                 on_event=on_event,
                 attempt=index,
+                approvals=approvals,
             )
         except RetryableError:
             if last:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import attrs
 
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL
-from toolloop.states import BatchCall, FunctionCall, ToolResult
+from toolloop.states import ApprovalStatus, BatchCall, FunctionCall, ToolResult
 
 
 def call_name(call: FunctionCall) -> str | None:
@@ -30,22 +30,30 @@ def ready(batch: Sequence[BatchCall], started: int, limit: int) -> tuple[list[in
     Calls start in the model's order (a refused call is passed over): each while
     fewer than `limit` run, none beside an exclusive one, an exclusive one only
     when nothing runs (SPEC 6b item 3). The first call that cannot start holds
-    back every later one.
+    back every later one. A call waiting for approval is passed over too, and
+    once approved starts before the frontier's calls, as its decision arrives
+    (SPEC 6c).
     """
     running = [call for call in batch if call.running]
     alone = any(call.exclusive for call in running)
     busy = len(running)
     starting: list[int] = []
-    while started < len(batch) and not alone:
-        call = batch[started]
-        if call.refusal is None:
-            if busy >= limit or (busy and call.exclusive):
+    approved = [at for at in range(started) if _approved_unstarted(batch[at])]
+    for at in (*approved, *range(started, len(batch))):
+        call = batch[at]
+        if call.refusal is None and not call.waiting:
+            if alone or busy >= limit or (busy and call.exclusive):
                 break
-            starting.append(started)
+            starting.append(at)
             busy += 1
             alone = call.exclusive
-        started += 1
+        started = max(started, at + 1)
     return starting, started
+
+
+def _approved_unstarted(call: BatchCall) -> bool:
+    """Approved after the frontier passed it while it waited, and not yet started."""
+    return call.approval is ApprovalStatus.APPROVED and not call.running and call.result is None
 
 
 def settled(

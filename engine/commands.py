@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from toolloop.states import (
+    ApprovalRequest,
     ContextItem,
     FunctionCall,
     GenerationTurnResult,
@@ -95,7 +96,30 @@ class StartTool:
 
 @attrs.frozen(kw_only=True, slots=False)
 class AwaitTools:
-    """Wait for the next running call of the batch to settle (answer: its ToolSettled)."""
+    """Wait for the next running call of the batch to settle (answer: its ToolSettled),
+    or the next waiting approval to end (answer: its ApprovalDecided)."""
+
+
+@attrs.frozen(kw_only=True, slots=False)
+class AskApproval:
+    """Ask the turn's approval port for a decision on a call of the batch (SPEC 6c).
+
+    Answers nothing itself, like `StartTool`: the decision (or the timeout that
+    ends the wait, `timeout_ms` from the first ask of this call) is an
+    `ApprovalDecided`, the answer of a step's `AwaitTools`. Asked again after a
+    decision for other arguments was refused, the wait keeps its first deadline.
+    """
+
+    request: ApprovalRequest
+    index: int
+    timeout_ms: int
+
+
+@attrs.frozen(kw_only=True, slots=False)
+class WithdrawApproval:
+    """The request is moot (the turn was killed while it waited): the host retires its prompt."""
+
+    request: ApprovalRequest
 
 
 @attrs.frozen(kw_only=True, slots=False)
@@ -188,6 +212,8 @@ Effect = (
     | DispatchTool
     | StartTool
     | AwaitTools
+    | AskApproval
+    | WithdrawApproval
     | TakeStashedContext
     | ResetFollowUpCount
     | IncrementFollowUpCount

@@ -60,6 +60,9 @@ VARIABLES: dict[str, Variable] = {
         field="verbatim_tool_call_max_buffer_chars", minimum=1, maximum=1_048_576
     ),
     "TOOL_PARALLEL_LIMIT": Variable(field="tool_parallel_limit", minimum=1, maximum=1_000),
+    "TOOL_APPROVAL_TIMEOUT_MS": Variable(
+        field="tool_approval_timeout_ms", minimum=10_000, maximum=_DAY_MS
+    ),
 }
 
 

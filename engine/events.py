@@ -11,7 +11,7 @@ import enum
 
 import attrs
 
-from toolloop.states import ContextItem, StreamResult, ToolResult
+from toolloop.states import ApprovalDecision, ContextItem, StreamResult, ToolResult
 from toolloop.states.convert import register_union
 
 
@@ -41,6 +41,9 @@ class StreamEnded:
     exclusive: tuple[bool, ...] = ()
     """For a batch of two or more calls, the registry's answer for each, in order: the
     tool runs alone (SPEC 6b item 3). Empty for a single call, which always runs alone."""
+    approval: tuple[bool, ...] = ()
+    """The registry's answer for each call, in order: it needs a person's approval and
+    passed the registry's own checks (SPEC 6c). Empty when no call needs approval."""
 
 
 @attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
@@ -58,17 +61,33 @@ class ToolSettled:
 
 
 @attrs.frozen(kw_only=True)
+class ApprovalDecided:
+    """The wait for a call's approval ended: a decision came, or nobody answered in time.
+
+    A kill ends every wait too; it is reported as no decision with `stop` set.
+    """
+
+    index: int
+    """Which call of the batch it was for: its position in the model's order."""
+    decision: ApprovalDecision | None
+    """None: no decision within `TOOL_APPROVAL_TIMEOUT_MS` (or the kill ended the wait)."""
+    stop: StopRequest = StopRequest.NONE
+    """The channel's stop request when the wait ended: a kill while waiting aborts."""
+
+
+@attrs.frozen(kw_only=True)
 class StashTaken:
     """The stashed context item under the requested key was taken (None: missing)."""
 
     item: ContextItem | None
 
 
-Event = TurnStarted | StreamEnded | ToolSettled | StashTaken
+Event = TurnStarted | StreamEnded | ToolSettled | ApprovalDecided | StashTaken
 EVENT_TYPES: tuple[type[Event], ...] = (
     TurnStarted,
     StreamEnded,
     ToolSettled,
+    ApprovalDecided,
     StashTaken,
 )
 register_union(Event)

@@ -18,17 +18,29 @@ both kinds of outcome: a call that stage 02 refused when the stream ended
 import enum
 from collections.abc import Callable
 
+import attrs
+
 from toolloop.engine import batch as batches
 from toolloop.engine import restart, tool_call
-from toolloop.engine.events import Event, StashTaken, StopRequest, StreamEnded, ToolSettled
+from toolloop.engine.events import (
+    ApprovalDecided,
+    Event,
+    StashTaken,
+    StopRequest,
+    StreamEnded,
+    ToolSettled,
+)
 from toolloop.engine.policy import is_novelai, is_visible, should_end_after_pre_tool_text
 from toolloop.states import (
+    ApprovalStatus,
     BatchCall,
     FunctionCall,
     IterationState,
     StreamResult,
     StreamStatus,
     ToolResult,
+    Verdict,
+    args_digest,
 )
 
 # Read on every event, so module names: a member read off its Enum class is a
@@ -43,6 +55,8 @@ class Refusal(enum.Enum):
     TRUNCATED = "truncated"
     #: SPEC 6.5: deliberate mode's allowlist does not expose the tool.
     BLOCKED = "blocked"
+    #: SPEC 6c: a person denied it, or nobody approved it in time.
+    DENIED = "denied"
 
 
 class Context:
@@ -75,7 +89,7 @@ class Context:
     outcome_failed = tool_succeeded = restart_requested = end_turn_requested = False
     novelai_failure_after_text = error_cap_reached = novelai_retries_exhausted = False
     has_stash_key = exit_policy_ends = ceiling_reached = False
-    batch_goes_on = batch_restart_requested = False
+    batch_goes_on = batch_restart_requested = decision_refused = False
 
     def __init__(self, state: IterationState, event: Event) -> None:
         self.state, self.event = state, event
@@ -123,6 +137,35 @@ class Context:
                 self.novelai_retries_exhausted = failures >= config.nai_tool_failure_retry_threshold
         self.ceiling_reached = _next_reaches_ceiling(state)
 
+    def _batch_done(self, state: IterationState, batch: tuple[BatchCall, ...]) -> None:
+        """The facts of a batch whose every call is done (SPEC 6b item 6).
+
+        A restart asked for in a batch of two or more takes effect after it (6b.7);
+        a single call that waited for approval restarts as any single call (6a).
+        """
+        text = self.pre_tool_text
+        self.end_turn_requested = any(
+            call.result is not None and call.result.end_turn for call in batch
+        )
+        successes = [batches.succeeded(call) for call in batch]
+        provider = state.turn.provider
+        self.exit_policy_ends = all(successes) and all(
+            should_end_after_pre_tool_text(provider, call.call.name, call.requires_follow_up, text)
+            for call in batch
+        )
+        for call in batch:
+            data = None if call.result is None or not call.result.success else call.result.data
+            kind = restart.restart_type(data)
+            if kind is not None and isinstance(data, dict):  # the first one asked for (6b.7)
+                if len(batch) == 1:
+                    self.restart_requested = True
+                else:
+                    self.batch_restart_requested = True
+                self.restart, self.restart_data = kind, data
+                self.has_stash_key = restart.pending_context_key(data) is not None
+                break
+        self._batch_outcome(state, successes)
+
 
 def _next_reaches_ceiling(state: IterationState) -> bool:
     """The iteration an outcome or a stash would start is past the last allowed (SPEC 4.4)."""
@@ -145,8 +188,8 @@ class StreamEndedContext(Context):
             self.stream_stopped = status is StreamStatus.STOPPED_BY_USER
             self.stream_interrupted = status is StreamStatus.FOLLOW_UP_INTERRUPT
             return
-        if len(stream.calls) > 1:
-            self._batch(state, event, stream)
+        if len(stream.calls) > 1 or any(event.approval):
+            self._batch(state, event, stream)  # a call that needs approval waits as one
             return
         self.name = name = tool_call.valid_name(stream)
         if name is None:
@@ -165,24 +208,29 @@ class StreamEndedContext(Context):
 
     def _batch(self, state: IterationState, event: StreamEnded, stream: StreamResult) -> None:
         """A batch's facts: malformed if any call is; refused if every call is (SPEC 6b 1-2)."""
-        names = [batches.call_name(call) for call in stream.calls]
+        calls_made = stream.batch
+        names = [batches.call_name(call) for call in calls_made]
         if None in names:
             self.call_malformed = True
             return
         exclusive = event.exclusive or (False,) * len(names)
+        approval = event.approval or (False,) * len(names)
         calls = []
-        for call, name, alone in zip(stream.calls, names, exclusive, strict=True):
+        for call, name, alone, asked in zip(calls_made, names, exclusive, approval, strict=True):
             assert name is not None
             refusal = None
             if call.arguments_truncated:
                 refusal = Refusal.TRUNCATED.value
             elif tool_call.is_blocked(state.turn, name):
                 refusal = Refusal.BLOCKED.value
+            waits = asked and refusal is None  # a refused call is never asked about (6c)
             calls.append(
                 BatchCall(
                     call=tool_call.renamed(call, name),
                     exclusive=batches.is_exclusive(name, alone),
                     refusal=refusal,
+                    approval=ApprovalStatus.WAITING if waits else None,
+                    digest=args_digest(call.args) if waits else "",
                 )
             )
         self.batch = tuple(calls)
@@ -233,32 +281,63 @@ class ToolSettledContext(Context):
         self.batch = batch = batches.settled(batch, event.index, result, event.requires_follow_up)
         settled = batch[event.index]
         self.call, self.name, self.result = settled.call, settled.call.name, result
-        self.pre_tool_text = text = pending.stream.accumulated_text
+        self.pre_tool_text = pending.stream.accumulated_text
         if self.stop_requested:  # the stop check is made once, after the batch (6b.4)
-            if any(call.running for call in batch):
+            if any(call.running or call.waiting for call in batch):
                 self.batch_goes_on = True  # a kill ends the others at once; none starts
                 return
         elif not all(call.done for call in batch):
             self.batch_goes_on = True
             return
-        self.end_turn_requested = any(
-            call.result is not None and call.result.end_turn for call in batch
-        )
-        successes = [batches.succeeded(call) for call in batch]
-        provider = state.turn.provider
-        self.exit_policy_ends = all(successes) and all(
-            should_end_after_pre_tool_text(provider, call.call.name, call.requires_follow_up, text)
-            for call in batch
-        )
-        for call in batch:
-            data = None if call.result is None or not call.result.success else call.result.data
-            kind = restart.restart_type(data)
-            if kind is not None and isinstance(data, dict):  # the first one asked for (6b.7)
-                self.batch_restart_requested = True
-                self.restart, self.restart_data = kind, data
-                self.has_stash_key = restart.pending_context_key(data) is not None
-                break
-        self._batch_outcome(state, successes)
+        self._batch_done(state, batch)
+
+
+class ApprovalDecidedContext(Context):
+    """A call's approval wait ended: the decision's facts, then the batch's (SPEC 6c)."""
+
+    def __init__(self, state: IterationState, event: ApprovalDecided) -> None:
+        self.state, self.event = state, event
+        self.stop = stop = event.stop
+        self.stop_requested = stop is _STOP
+        pending = state.pending
+        assert pending is not None and pending.batch, "only a waiting batch is asked about"
+        batch, at = pending.batch, event.index
+        waited = batch[at]
+        self.call, self.name = waited.call, waited.call.name
+        self.pre_tool_text = pending.stream.accumulated_text
+        decision = event.decision
+        if self.stop_requested:  # a kill while waiting withdraws the request: never run
+            reason = tool_call.WITHDRAWN_REASON
+            self.batch = _refused(batch, at, ApprovalStatus.WITHDRAWN, reason)
+            self.batch_goes_on = any(call.running or call.waiting for call in self.batch)
+            return
+        if decision is not None and decision.digest != waited.digest:
+            self.batch, self.decision_refused = batch, True  # meant for other arguments
+            return
+        if decision is not None and decision.verdict is Verdict.APPROVE:
+            approved = attrs.evolve(waited, approval=ApprovalStatus.APPROVED)
+            self.batch = (*batch[:at], approved, *batch[at + 1 :])
+            self.batch_goes_on = True  # it runs next
+            return
+        if decision is None:
+            status = ApprovalStatus.TIMED_OUT
+            reason = tool_call.unanswered_reason(state.config.tool_approval_timeout_ms)
+        else:
+            status, reason = ApprovalStatus.DENIED, tool_call.denied_reason(decision.reason)
+        self.result = ToolResult(success=False, error=reason)
+        self.batch = batch = _refused(batch, at, status, reason)
+        if not all(call.done for call in batch):
+            self.batch_goes_on = True
+            return
+        self._batch_done(state, batch)
+
+
+def _refused(
+    batch: tuple[BatchCall, ...], at: int, status: ApprovalStatus, reason: str
+) -> tuple[BatchCall, ...]:
+    """The batch with the call at `at` never to run: its approval refused for `reason`."""
+    call = attrs.evolve(batch[at], approval=status, refusal=Refusal.DENIED.value, denial=reason)
+    return (*batch[:at], call, *batch[at + 1 :])
 
 
 class StashTakenContext(Context):
@@ -272,6 +351,7 @@ class StashTakenContext(Context):
 CONTEXTS: dict[type[Event], Callable[..., Context]] = {
     StreamEnded: StreamEndedContext,
     ToolSettled: ToolSettledContext,
+    ApprovalDecided: ApprovalDecidedContext,
     StashTaken: StashTakenContext,
 }
 """The context class of each event type that has facts of its own (others: `Context`)."""
@@ -357,6 +437,10 @@ batch_goes_on = Fact(
 batch_restart_requested = Fact(
     "batch_restart_requested",
     "A call of a finished batch of two or more asked for a restart (SPEC 6b item 7).",
+)
+decision_refused = Fact(
+    "decision_refused",
+    "A decision came for other arguments than the call's (its digest differs): refused (6c).",
 )
 ceiling_reached = Fact(
     "ceiling_reached",

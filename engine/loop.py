@@ -14,6 +14,7 @@ import attrs
 from toolloop.engine import batch as batches
 from toolloop.engine import restart, tool_call
 from toolloop.engine.commands import (
+    AskApproval,
     AwaitTools,
     ClearStopRequest,
     CountToolUsage,
@@ -35,10 +36,17 @@ from toolloop.engine.commands import (
     StartTool,
     StreamOnce,
     TakeStashedContext,
+    WithdrawApproval,
 )
 from toolloop.engine.construct import constructor
 from toolloop.engine.draft import Draft
-from toolloop.engine.events import StashTaken, StopRequest, StreamEnded, ToolSettled
+from toolloop.engine.events import (
+    ApprovalDecided,
+    StashTaken,
+    StopRequest,
+    StreamEnded,
+    ToolSettled,
+)
 from toolloop.engine.guards import Context, Refusal
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, is_visible
 from toolloop.engine.result import build_result
@@ -240,7 +248,18 @@ def _start_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
             _REFUSAL_REPORTS[Refusal(call.refusal)](draft, call.call, call.call.name, effects)
     stream = _stream(ctx)
     draft.pending = _new_pending_call(stream=stream, name=_name(ctx), batch=ctx.batch)
+    for index, call in enumerate(ctx.batch):
+        if call.waiting:  # they wait together (SPEC 6c)
+            _ask(draft, index, effects)
     _start_ready(draft, effects)
+
+
+def _ask(draft: Draft, index: int, effects: list[Effect]) -> None:
+    """Ask the host about the call at `index`, bound to its exact arguments (SPEC 6c)."""
+    assert draft.pending is not None
+    request = tool_call.approval_request(draft.turn, draft.pending.batch[index].call)
+    timeout_ms = draft.config.tool_approval_timeout_ms
+    effects.append(AskApproval(request=request, index=index, timeout_ms=timeout_ms))
 
 
 def settle_in_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -261,7 +280,8 @@ def _start_ready(draft: Draft, effects: list[Effect]) -> None:
 
     A call that is the only one running is a `DispatchTool`, awaited as a single
     call is; calls running beside others are `StartTool`s, and the step waits for
-    the next of them with `AwaitTools` (SPEC 6b item 3).
+    the next of them with `AwaitTools` (SPEC 6b item 3). While a call waits for
+    approval nothing is awaited inline, so its decision is taken as it arrives.
     """
     pending = draft.pending
     assert pending is not None and pending.batch
@@ -272,7 +292,8 @@ def _start_ready(draft: Draft, effects: list[Effect]) -> None:
     context = tool_call.tool_context(
         draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
     )
-    if len(starting) == 1 and sum(call.running for call in batch) == 1:
+    alone = sum(call.running for call in batch) == 1 and not any(call.waiting for call in batch)
+    if len(starting) == 1 and alone:
         index = starting[0]
         effects.append(_new_dispatch_tool(call=batch[index].call, context=context, index=index))
         return
@@ -409,7 +430,14 @@ def _keep_batch(draft: Draft, stream: StreamResult, batch: tuple[BatchCall, ...]
         owned = text if position == 0 else None
         if result is None:
             assert batched.refusal is not None, "a batch is kept once every call is done"
-            _keep_refused(draft, Refusal(batched.refusal), call, name, owned, position > 0)
+            refusal = Refusal(batched.refusal)
+            if refusal is Refusal.DENIED:
+                assert batched.denial is not None, "a denied call keeps its reason"
+                response = tool_call.denied_response(name, batched.denial)
+                entry = tool_call.history_entry(call, name, response, None, owned, position > 0)
+                _keep(draft, entry, success=False)
+                continue
+            _keep_refused(draft, refusal, call, name, owned, position > 0)
             continue
         kind = restart.restart_type(result.data) if result.success else None
         response = (
@@ -418,6 +446,56 @@ def _keep_batch(draft: Draft, stream: StreamResult, batch: tuple[BatchCall, ...]
             else tool_call.restarted_response(kind)
         )
         _keep_settled(draft, call, name, result, response, owned, position > 0)
+
+
+# -- approval (SPEC 6c) -------------------------------------------------------------------
+
+
+def report_decision(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A decision is logged; a denial or an unanswered request is noticed as a failure."""
+    event, call, name = ctx.event, _call(ctx), _name(ctx)
+    assert isinstance(event, ApprovalDecided)
+    decided = ctx.batch[event.index]
+    if decided.denial is None:
+        by = event.decision.by if event.decision is not None else None
+        effects.append(Log(level=_INFO, message=f"Tool call approved: {name}", fields={"by": by}))
+        return
+    effects.append(Log(level=Level.WARNING, message=f"Tool call not approved: {name}"))
+    effects.append(tool_call.failed_notice(draft.iteration, call, name, decided.denial, None))
+
+
+def resume_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The batch as the decision left it: an approved call starts when it may (SPEC 6c)."""
+    assert draft.pending is not None, "DISPATCHING always holds the call"
+    draft.pending = attrs.evolve(draft.pending, batch=ctx.batch)
+    _start_ready(draft, effects)
+
+
+def refuse_decision(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A decision for other arguments is refused and logged; the call is asked again.
+
+    The wait keeps its first deadline (`AskApproval`): a wrong answer buys no time.
+    """
+    event, name = ctx.event, _name(ctx)
+    assert isinstance(event, ApprovalDecided) and event.decision is not None
+    fields = {"call_id": _call(ctx).call_id, "digest": event.decision.digest}
+    message = f"Approval decision refused: it was given for other arguments of {name}"
+    effects.append(Log(level=Level.WARNING, message=message, fields=fields))
+    _ask(draft, event.index, effects)
+    effects.append(_AWAIT_TOOLS)
+
+
+def withdraw_request(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """A kill while waiting withdraws the request, so the host can retire its prompt."""
+    event = ctx.event
+    assert isinstance(event, ApprovalDecided) and draft.pending is not None
+    draft.pending = attrs.evolve(draft.pending, batch=ctx.batch)
+    effects.append(WithdrawApproval(request=tool_call.approval_request(draft.turn, _call(ctx))))
+
+
+def await_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """Wait for the calls still running or waiting after a kill (SPEC 6b item 4)."""
+    effects.append(_AWAIT_TOOLS)
 
 
 # -- stage 03 ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ kind of event, the answer to the awaited effect that ended the previous step:
     IDLE          --TurnStarted-->  STREAMING
     STREAMING     --StreamEnded-->  DISPATCHING | STREAMING | FINISHED
     DISPATCHING   --ToolSettled-->  DISPATCHING | STREAMING | TAKING_STASH | FINISHED
+    DISPATCHING   --ApprovalDecided-->  (the same)
     TAKING_STASH  --StashTaken-->   STREAMING | FINISHED
 
 A row is (source phase, event type, guards, actions, destination, move, SPEC
@@ -46,6 +47,14 @@ kill has ended them, and a call ended so is not reported), and the settle
 that leaves none running aborts. A restart asked for by a call of the batch
 takes effect after the batch's other exits (6b item 7), in rows of its own.
 
+A call that needs a person's approval (SPEC 6c) waits in DISPATCHING as a call
+of its batch (a single one is a batch of one): `AskApproval` asks the host, and
+each `ApprovalDecided` answers one request. An approval lets the call start as
+the batch's limits allow; a denial or an unanswered request makes it a refused
+call of the batch; a decision for other arguments is refused and asked again;
+a kill withdraws each request as its wait ends. A decision that leaves every
+call done takes the rows of a settled batch, generated from them (`_decided`).
+
 Not in the table: a `ceiling_reached` from IDLE. The ceiling is checked when
 each later iteration would begin; the smallest configurable ceiling (SPEC 2)
 is one iteration, so the first always starts. Every (phase, event) pair
@@ -59,7 +68,14 @@ import attrs
 
 from toolloop.engine import guards as g
 from toolloop.engine import loop as do
-from toolloop.engine.events import Event, StashTaken, StreamEnded, ToolSettled, TurnStarted
+from toolloop.engine.events import (
+    ApprovalDecided,
+    Event,
+    StashTaken,
+    StreamEnded,
+    ToolSettled,
+    TurnStarted,
+)
 from toolloop.engine.guards import Guard
 from toolloop.engine.loop import Action
 from toolloop.states import Phase
@@ -105,6 +121,21 @@ class Move(enum.StrEnum):
     RESTARTED = "restarted"
     TOOL_SUCCEEDED = "tool_succeeded"
     RESTARTED_WITH_STASH = "restarted_with_stash"
+    WITHDRAWN = "withdrawn"
+    RESUMED = "resumed"
+    """Not a row: what `toolloop.engine.resume` reports for re-entering a persisted wait."""
+    STOPPED_WHILE_WAITING = "stopped_while_waiting"
+    DECISION_REFUSED = "decision_refused"
+    DECIDED = "decided"
+    DENIED_IMPERSONATION_ABORTED = "denied_impersonation_aborted"
+    DENIED_TOOL_ERROR_LOOP = "denied_tool_error_loop"
+    DENIED_END_TURN = "denied_end_turn"
+    DENIED_NOVELAI_RETRIES_EXHAUSTED = "denied_novelai_retries_exhausted"
+    DENIED_RESTART_TAKES_STASH = "denied_restart_takes_stash"
+    DENIED_CEILING_REACHED = "denied_ceiling_reached"
+    DENIED_RESTARTED = "denied_restarted"
+    DENIED_NOVELAI_RETRY = "denied_novelai_retry"
+    DENIED_TOOL_FAILED = "denied_tool_failed"
 
 
 @attrs.frozen(kw_only=True)
@@ -160,7 +191,7 @@ NOVELAI_FAILED = (do.count_novelai_failure, do.suppress_text)
 
 M, S, T = Move, StreamEnded, ToolSettled
 
-TABLE: tuple[Row, ...] = (
+_MOVES: tuple[Row, ...] = (
     # IDLE --TurnStarted-->
     _row(IDLE, TurnStarted, M.STARTED, (), (do.begin_iteration,), STREAMING, "4.1"),
     # STREAMING --StreamEnded--> by the stream's status (SPEC 4.3) ...
@@ -478,6 +509,91 @@ TABLE: tuple[Row, ...] = (
         "6a",
     ),
 )
+
+
+def _decided(rows: tuple[Row, ...]) -> tuple[Row, ...]:
+    """The rows of a batch finished by a denial: a settled batch's, the denial reported.
+
+    A denial (or a request nobody answered) can make the last call of a batch
+    done; the batch then takes the exits a settled batch with a failure takes
+    (SPEC 6c: it counts toward the error cap), each under its own label, the
+    denial reported in place of the tool's completion. The exits a failure
+    cannot take (all succeeded, a single call's restart) are left out.
+    """
+    return tuple(
+        attrs.evolve(
+            row,
+            event=ApprovalDecided,
+            move=_DENIED[row.move],
+            actions=tuple(
+                do.report_decision if action is do.report_settled else action
+                for action in row.actions
+            ),
+        )
+        for row in rows
+        if row.source is DISPATCHING
+        and row.event is ToolSettled
+        and row.move in _DENIED
+        and not {g.batch_goes_on, g.stop_requested, g.restart_requested} & set(row.when)
+        and do.unsuppress_after_novelai_text not in row.actions  # the exits of a success
+    )
+
+
+_DENIED = {
+    M.IMPERSONATION_ABORTED: M.DENIED_IMPERSONATION_ABORTED,
+    M.TOOL_ERROR_LOOP: M.DENIED_TOOL_ERROR_LOOP,
+    M.END_TURN: M.DENIED_END_TURN,
+    M.NOVELAI_RETRIES_EXHAUSTED: M.DENIED_NOVELAI_RETRIES_EXHAUSTED,
+    M.RESTART_TAKES_STASH: M.DENIED_RESTART_TAKES_STASH,
+    M.CEILING_REACHED: M.DENIED_CEILING_REACHED,
+    M.RESTARTED: M.DENIED_RESTARTED,
+    M.NOVELAI_RETRY: M.DENIED_NOVELAI_RETRY,
+    M.TOOL_FAILED: M.DENIED_TOOL_FAILED,
+}
+"""The label of each exit a batch finished by a denial can take."""
+
+
+_WAITING: tuple[Row, ...] = (
+    # DISPATCHING --ApprovalDecided--> by the decision (SPEC 6c)
+    _row(
+        DISPATCHING,
+        ApprovalDecided,
+        M.WITHDRAWN,
+        (g.stop_requested, g.batch_goes_on),
+        (do.withdraw_request, do.await_batch),
+        DISPATCHING,
+        "6c 6b.4",
+    ),
+    _row(
+        DISPATCHING,
+        ApprovalDecided,
+        M.STOPPED_WHILE_WAITING,
+        (g.stop_requested,),
+        (do.withdraw_request, do.abort_stopped),
+        FINISHED,
+        "6c",
+    ),
+    _row(
+        DISPATCHING,
+        ApprovalDecided,
+        M.DECISION_REFUSED,
+        (g.decision_refused,),
+        (do.clear_follow_up, do.refuse_decision),
+        DISPATCHING,
+        "6c",
+    ),
+    _row(
+        DISPATCHING,
+        ApprovalDecided,
+        M.DECIDED,
+        (g.batch_goes_on,),
+        (do.clear_follow_up, do.report_decision, do.resume_batch),
+        DISPATCHING,
+        "6c",
+    ),
+)
+
+TABLE: tuple[Row, ...] = (*_MOVES, *_WAITING, *_decided(_MOVES))
 """Every move of the loop, in selection order within each (phase, event type)."""
 
 

@@ -13,6 +13,7 @@ from toolloop.engine.construct import constructor
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, STICKER_TOOL, is_visible
 from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,
+    ApprovalRequest,
     ContextItem,
     FunctionCall,
     JsonObject,
@@ -22,9 +23,11 @@ from toolloop.states import (
     ToolHistoryEntry,
     ToolResult,
     TurnSettings,
+    args_digest,
 )
 
 FAILED = "tool_execution_failed"
+DENIED = "tool_call_denied"
 BLOCKED = "blocked_by_deliberate_tool_mode"
 GENERIC_FAILURE = "The tool call failed without an error message."
 TRUNCATED_REASON = (
@@ -93,6 +96,44 @@ def blocked_response(turn: TurnSettings, name: str) -> JsonObject:
         "allowed_tool_names": list(turn.deliberate_mode.allowed),
         "reason": f"The tool {name} was not exposed this turn; use one of the allowed tools.",
     }
+
+
+def approval_request(turn: TurnSettings, call: FunctionCall) -> ApprovalRequest:
+    """What the host is asked about a call (SPEC 6c), bound to its exact arguments.
+
+    The arguments are the call's own; the interpreter redacts their secrets before
+    the host sees them, as it does for the failed-tool notice.
+    """
+    return ApprovalRequest(
+        tool=call.name,
+        call_id=call.call_id,
+        args=call.args,
+        channel_id=turn.channel_id,
+        user_id=turn.user_id,
+        digest=args_digest(call.args),
+    )
+
+
+WITHDRAWN_REASON = "The turn was stopped while this tool call waited for approval."
+
+
+def denied_reason(reason: str | None) -> str:
+    """Why a person's denial kept the call from running, in their words when they gave any."""
+    if reason and reason.strip():
+        return f"A person declined this tool call: {reason.strip()}"
+    return "A person declined this tool call."
+
+
+def unanswered_reason(timeout_ms: int) -> str:
+    """Why a call nobody approved in time never ran: `TOOL_APPROVAL_TIMEOUT_MS` in seconds."""
+    seconds = timeout_ms / 1000
+    shown = str(int(seconds)) if seconds.is_integer() else str(seconds)
+    return f"Nobody approved this tool call within {shown} s, so it was not run."
+
+
+def denied_response(name: str, reason: str) -> JsonObject:
+    """What the model reads for a call that was denied or never approved (SPEC 6c)."""
+    return {"status": DENIED, "tool_name": name, "reason": reason}
 
 
 def failure_reason(result: ToolResult) -> str:

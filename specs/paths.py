@@ -53,6 +53,9 @@ RESTART: JsonObject = {
     "success": True,
     "data": {"type": "context_restart_youtube", "enhanced_context_item": {"text": "t"}},
 }
+APPROVE, TIMEOUT = "approve", "timeout"
+DENY: JsonObject = {"deny": "not now"}
+KILL: JsonObject = {"kill": True}
 STASHED_RESTART: JsonObject = {
     "success": True,
     "data": {"type": "context_restart_message_metadata", "pending_context_key": "k1"},
@@ -72,6 +75,14 @@ class Witness:
     calls: tuple[JsonObject, ...] = ()
     """A batch (SPEC 6b): the calls the stream before this move carries instead of its
     one call; those that run take this move's result and the next ones, in order."""
+    approval: tuple[Any, ...] = ()
+    """The decisions the tool's calls that wait for approval take, in order (SPEC 6c)."""
+    via: tuple[str, ...] = ()
+    """Moves (`label` or `label:case`) taken between the source and this move, when the
+    shortest way there cannot reach it: a decision comes after others (SPEC 6c)."""
+    then: tuple[str, ...] = ()
+    """Moves taken right after this one, before the shortest way to the end. What the
+    moves of `via` and `then` consume, this witness gives; theirs are not merged."""
 
 
 def _stream(stream: JsonObject, **needs: Any) -> Witness:
@@ -80,6 +91,17 @@ def _stream(stream: JsonObject, **needs: Any) -> Witness:
 
 def _result(result: JsonObject, **needs: Any) -> Witness:
     return Witness(result=result, **needs)
+
+
+def _after_approved(result: JsonObject) -> Witness:
+    """A batch of two: the first call approved runs to `result`, the second is never
+    answered, and its timeout is the last of the batch (SPEC 6c)."""
+    return Witness(
+        approval=(APPROVE, TIMEOUT),
+        calls=PAIR,
+        result=result,
+        via=("decided", "call_settled:1"),
+    )
 
 
 #: (source, move label) -> its witness; every declared move has one. A label that names
@@ -132,6 +154,31 @@ WITNESSES: dict[tuple[Phase, str], Witness | tuple[Witness, ...]] = {
     (DISPATCHING, "novelai_retry"): _result(FAILURE, turn=NOVELAI),
     (DISPATCHING, "tool_failed"): _result(FAILURE),
     (DISPATCHING, "tool_succeeded"): _result({"success": True, "data": {"hits": 3}}),
+    # approval (SPEC 6c): a denial finishes the batch with the exits of a failure
+    (DISPATCHING, "withdrawn"): Witness(
+        approval=(KILL,), calls=PAIR, then=("stopped_while_waiting",)
+    ),
+    (DISPATCHING, "stopped_while_waiting"): Witness(approval=(KILL,)),
+    (DISPATCHING, "decision_refused"): Witness(
+        approval=({"approve_for": {"query": "dogs"}}, APPROVE), then=("decided",)
+    ),
+    (DISPATCHING, "decided"): Witness(approval=(APPROVE,)),
+    (DISPATCHING, "denied_impersonation_aborted"): Witness(
+        approval=(DENY,), env=ONE_ERROR, turn=IMPERSONATION
+    ),
+    (DISPATCHING, "denied_tool_error_loop"): Witness(approval=(DENY,), env=ONE_ERROR),
+    (DISPATCHING, "denied_end_turn"): _after_approved({"success": True, "end_turn": True}),
+    (DISPATCHING, "denied_novelai_retries_exhausted"): Witness(
+        approval=(DENY,), env=ONE_NAI_RETRY, turn=NOVELAI
+    ),
+    (DISPATCHING, "denied_restart_takes_stash"): _after_approved(STASHED_RESTART),
+    (DISPATCHING, "denied_ceiling_reached"): (
+        Witness(approval=(DENY,), env=ONE_ITERATION, turn=NOVELAI),
+        Witness(approval=(DENY,), env=ONE_ITERATION),
+    ),
+    (DISPATCHING, "denied_restarted"): _after_approved(RESTART),
+    (DISPATCHING, "denied_novelai_retry"): Witness(approval=(DENY,), turn=NOVELAI),
+    (DISPATCHING, "denied_tool_failed"): Witness(approval=(DENY,)),
     (TAKING_STASH, "ceiling_reached"): Witness(env=ONE_ITERATION),
     (TAKING_STASH, "restarted_with_stash"): Witness(),
 }
@@ -185,36 +232,69 @@ def shortest_paths(declaration: Declaration, start: Phase) -> dict[Phase, tuple[
 def model_paths(declaration: Declaration = MACHINE) -> list[ModelPath]:
     """One predicted path per declared move, in declared order."""
     to_source = shortest_paths(declaration, declaration.initial)
-    return [
-        _model_path(move, (*to_source[move.source], move, *_to_final(declaration, move.dest)))
-        for move in declaration.moves
-    ]
+    return [_model_path(declaration, move, to_source[move.source]) for move in declaration.moves]
 
 
 def _to_final(declaration: Declaration, phase: Phase) -> tuple[Move, ...]:
     return shortest_paths(declaration, phase)[declaration.final]
 
 
-def _model_path(target: Move, moves: tuple[Move, ...]) -> ModelPath:
-    return ModelPath(target=target, moves=moves, scenario=scenario_for(moves))
+def _model_path(declaration: Declaration, target: Move, before: tuple[Move, ...]) -> ModelPath:
+    """The way to the source, the witness's `via`, the target, its `then`, the way to the end."""
+    witness = witness_of(target)
+    via = _named(declaration, target.source, witness.via)
+    after = target.dest if not via else via[-1].dest
+    if via:
+        assert after is target.source, f"{target.where}: `via` must lead back to its source"
+    then = _named(declaration, target.dest, witness.then)
+    end = then[-1].dest if then else target.dest
+    moves = (*before, *via, target, *then, *_to_final(declaration, end))
+    given = {id(move) for move in (*via, *then)}
+    return ModelPath(target=target, moves=moves, scenario=scenario_for(moves, given))
 
 
-def scenario_for(moves: Sequence[Move]) -> JsonObject:
-    """The scenario that takes `moves`: the witnesses along them, merged."""
+def _named(declaration: Declaration, start: Phase, names: Sequence[str]) -> tuple[Move, ...]:
+    """The moves named `label` or `label:case`, taken one after another from `start`."""
+    moves: list[Move] = []
+    for name in names:
+        label, _, case = name.partition(":")
+        move = next(
+            m
+            for m in declaration.moves_from(start)
+            if m.label == label and m.case == int(case or 0)
+        )
+        moves.append(move)
+        start = move.dest
+    return tuple(moves)
+
+
+def scenario_for(
+    moves: Sequence[Move], given: frozenset[int] | set[int] = frozenset()
+) -> JsonObject:
+    """The scenario that takes `moves`: the witnesses along them, merged.
+
+    `given`: the moves (by `id`) whose needs another move's witness gives (`Witness.via`).
+    """
     streams: list[JsonObject] = []
     results: list[JsonObject] = []
+    approval: list[Any] = []
     env: dict[str, str] = {}
     turn: JsonObject = {}
     for move in moves:
+        if id(move) in given:
+            continue
         witness = witness_of(move)
         if witness.calls:
             streams[-1] = {key: value for key, value in streams[-1].items() if key != "call"}
             streams[-1]["calls"] = list(witness.calls)
         streams.extend([witness.stream] if witness.stream is not None else [])
         results.extend([witness.result] if witness.result is not None else [])
+        approval.extend(witness.approval)
         _merge(env, witness.env, move)
         _merge(turn, witness.turn, move)
     tool = {**TOOL_SPEC, "results": results or [{"success": True}]}
+    if approval:
+        tool["approval"] = approval
     return {"env": env, "turn": turn, "tools": [tool], "streams": streams}
 
 

@@ -3,6 +3,13 @@
 Nothing here imports the rest of toolloop; everything else imports this.
 """
 
+from toolloop.states.approval import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalStatus,
+    Verdict,
+    args_digest,
+)
 from toolloop.states.calls import FunctionCall, JsonObject, StreamError, StreamResult, StreamStatus
 from toolloop.states.config import (
     SOFT_WARN_ITERATION_THRESHOLD,
@@ -39,6 +46,9 @@ __all__ = [
     "SOFT_WARN_ITERATION_THRESHOLD",
     "SUPPRESS_FOLLOW_UP_AFTER_PRE_TOOL_TEXT",
     "ApiFamily",
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "ApprovalStatus",
     "BatchCall",
     "ConfigWarning",
     "ContextItem",
@@ -66,4 +76,6 @@ __all__ = [
     "Trigger",
     "TurnSettings",
     "TurnStatus",
+    "Verdict",
+    "args_digest",
 ]

@@ -21,6 +21,8 @@ class LoopConfig:
     verbatim_tool_call_max_buffer_chars: int = 8_192
     tool_parallel_limit: int = 8
     """Tool calls of one batch that run at once (1: one after another, SPEC 6b)."""
+    tool_approval_timeout_ms: int = 300_000
+    """How long a call that needs approval waits for a decision (SPEC 6c)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -6,6 +6,7 @@ import enum
 
 import attrs
 
+from toolloop.states.approval import ApprovalStatus
 from toolloop.states.calls import FunctionCall, JsonObject, StreamResult
 from toolloop.states.config import LoopConfig
 from toolloop.states.results import GenerationTurnResult
@@ -53,11 +54,22 @@ class BatchCall:
     """Its result once it settled."""
     requires_follow_up: bool = False
     """The registry's answer for it once it settled (SPEC 7)."""
+    approval: ApprovalStatus | None = None
+    """None when no approval is needed; else where its approval stands (SPEC 6c)."""
+    digest: str = ""
+    """The digest of its exact arguments while it needs approval (`args_digest`)."""
+    denial: str | None = None
+    """The reason its approval was refused (denied or timed out): the model reads it."""
 
     @property
     def done(self) -> bool:
         """Nothing more will come for it: refused, or settled."""
         return self.refusal is not None or self.result is not None
+
+    @property
+    def waiting(self) -> bool:
+        """It waits for a person's decision: it may not start yet (SPEC 6c)."""
+        return self.approval is ApprovalStatus.WAITING
 
 
 @attrs.frozen(kw_only=True, slots=False)
@@ -70,7 +82,8 @@ class PendingCall:
     restart_type: str | None = None
     """Set while a restart waits for its stashed context item."""
     batch: tuple[BatchCall, ...] = ()
-    """A batch of two or more calls, in the model's order (SPEC 6b); empty for one call."""
+    """A batch of two or more calls, in the model's order (SPEC 6b), or a single call
+    that needs approval (SPEC 6c: it waits as a batch of one); else empty."""
     started: int = 0
     """How many calls of the batch, from the first, were started or refused: the next
     one to start is at this position (calls start in the model's order)."""

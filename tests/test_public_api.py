@@ -37,6 +37,7 @@ PUBLIC = [
     "trace_file",
     # built-in ports
     *("OpenAICompatProvider", "ApiFamily", "ConsoleChannel", "MemoryTurnControl"),
+    "MemoryApprovals",
     # errors
     *("ToolloopError", "ToolSchemaError", "SignatureError", "RetryableError"),
     "ImpersonationAborted",
@@ -50,6 +51,7 @@ FACADES = {
         *("Channel", "StreamSpan", "Notice", "NoticeCatalog", "PersonaResponse"),
         *("ThoughtLogOwner", "Sticker", "TurnControl", "StopRequest", "KillHandle"),
         *("KillSignal", "ContextStash", "Observer"),
+        *("ApprovalPort", "ApprovalRequest", "ApprovalDecision", "ApprovalStatus"),
     },
     "toolloop.engine": {
         *("step", "Step", "initial_state", "IterationState", "Phase", "Move", "InvalidEvent"),

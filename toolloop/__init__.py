@@ -15,6 +15,7 @@ package loads neither trio nor rich: an asyncio bot pays only for anyio,
 httpx, attrs, cattrs and jsonschema.
 """
 
+from toolloop.effects.approvals import MemoryApprovals
 from toolloop.effects.config import load_config
 from toolloop.effects.console import ConsoleChannel
 from toolloop.effects.in_memory import MemoryTurnControl
@@ -71,6 +72,7 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "ApiFamily",
     "ConsoleChannel",
     "MemoryTurnControl",
+    "MemoryApprovals",
     # errors
     "ToolloopError",
     "ToolSchemaError",

@@ -9,6 +9,7 @@ adapter of each.
 from toolloop.effects.interpreter import Observer
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.ports import (
+    ApprovalPort,
     Channel,
     KillHandle,
     KillSignal,
@@ -27,6 +28,9 @@ from toolloop.effects.stash import ContextStash
 from toolloop.engine.events import StopRequest
 from toolloop.states import (
     ApiFamily,
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalStatus,
     DeliberateMode,
     FunctionCall,
     JsonObject,
@@ -80,6 +84,11 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "StopRequest",
     "KillHandle",
     "KillSignal",
+    # approval: a person's decision on a call (SPEC 6c)
+    "ApprovalPort",
+    "ApprovalRequest",
+    "ApprovalDecision",
+    "ApprovalStatus",
     # what else a host may hand the loop
     "ContextStash",
     "Observer",

@@ -86,7 +86,9 @@ def _replay(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from toolloop.tools.demo import demo
 
-    return demo(base_url=args.base_url, model=args.model, verbatim=args.verbatim)
+    return demo(
+        base_url=args.base_url, model=args.model, verbatim=args.verbatim, approve=args.approve
+    )
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -138,6 +140,9 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.add_argument("--base-url", help="an OpenAI-compatible endpoint (key: OPENAI_API_KEY)")
     parser.add_argument("--model", default=None, help="the model name at --base-url")
     parser.add_argument("--verbatim", action="store_true", help="recover tool calls from text")
+    parser.add_argument(
+        "--approve", action="store_true", help="each tool call waits for a yes on the terminal"
+    )
     parser.set_defaults(run=_demo)
 
 

@@ -45,6 +45,7 @@ from toolloop.states import (
     TurnStatus,
 )
 from toolloop.tools import demo_model, demo_tools
+from toolloop.tools.console_approvals import ConsoleApprovals
 from toolloop.tools.observed import traced
 
 QUESTION = "What is 17 * 23 + 4, and what time is it in Tokyo?"
@@ -56,7 +57,13 @@ SYSTEM = (
 )
 
 
-def demo(*, base_url: str | None = None, model: str | None = None, verbatim: bool = False) -> int:
+def demo(
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    verbatim: bool = False,
+    approve: bool = False,
+) -> int:
     """Run the conversation and print it; 0 when the turn completed, 1 otherwise, 2 on misuse."""
     console = Console(highlight=False)
     if base_url is not None and model is None:
@@ -64,7 +71,7 @@ def demo(*, base_url: str | None = None, model: str | None = None, verbatim: boo
         return 2
     status = 130
     try:
-        status = anyio.run(_converse, console, base_url, model, verbatim, backend="trio")
+        status = anyio.run(_converse, console, base_url, model, verbatim, approve, backend="trio")
     except* KeyboardInterrupt:  # bare, or from inside the loop's task groups
         console.print("\ninterrupted", markup=False)
     except* demo_model.BadKey as bad:
@@ -73,7 +80,9 @@ def demo(*, base_url: str | None = None, model: str | None = None, verbatim: boo
     return status
 
 
-async def _converse(console: Console, base_url: str | None, model: str | None, v: bool) -> int:
+async def _converse(
+    console: Console, base_url: str | None, model: str | None, v: bool, approve: bool
+) -> int:
     with demo_model.endpoint(base_url) as url:
         key = os.environ.get(demo_model.KEY_VARIABLE)
         provider = demo_model.provider(url, base_url=base_url, model=model, key=key)
@@ -86,11 +95,12 @@ async def _converse(console: Console, base_url: str | None, model: str | None, v
                 result = await run_generation_turn(
                     turn=turn,
                     attempts=attempts,
-                    registry=demo_registry(),
+                    registry=demo_registry(approve=approve),
                     channel=display,
                     control=MemoryTurnControl(),
                     observer=hooks.observer,
                     on_event=hooks.on_event,
+                    approvals=ConsoleApprovals(console) if approve else None,
                 )
             display.report(result, anyio.current_time() - started)
     return 0 if result.status is TurnStatus.COMPLETED else 1
@@ -106,20 +116,23 @@ def demo_turn() -> TurnSettings:
     )
 
 
-def demo_registry() -> ToolRegistry:
-    """The two demo tools, registered with their JSON schemas."""
+def demo_registry(*, approve: bool = False) -> ToolRegistry:
+    """The two demo tools, registered with their JSON schemas; with `approve`, each call
+    waits for a yes at the terminal (SPEC 6c)."""
     registry = ToolRegistry()
     registry.register(
         _calculate,
         name="calculate",
         description="Evaluate an arithmetic expression exactly (+ - * / // % **).",
         parameters=demo_tools.CALCULATE,
+        requires_approval=approve,
     )
     registry.register(
         _get_time,
         name="get_time",
         description="The current time and weekday in an IANA time zone.",
         parameters=demo_tools.GET_TIME,
+        requires_approval=approve,
     )
     return registry
 

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from toolloop.engine.commands import (
+    AskApproval,
     DispatchTool,
     Effect,
     IncrementFollowUpCount,
@@ -26,7 +27,7 @@ from toolloop.engine.commands import (
     StartTool,
     StreamOnce,
 )
-from toolloop.engine.events import StreamEnded, ToolSettled
+from toolloop.engine.events import ApprovalDecided, StopRequest, StreamEnded, ToolSettled
 from toolloop.engine.restart import restart_type
 from toolloop.engine.step import initial_state, step
 from toolloop.engine.trace import Trace, TraceStep
@@ -35,11 +36,18 @@ from toolloop.states import (
     GenerationTurnResult,
     IterationState,
     StreamStatus,
+    Verdict,
 )
 from toolloop.states.convert import to_json
 
-ABORTS = frozenset({"call_malformed", "stopped_before_tool", "stopped_during_tool"})
-RESTARTS = frozenset({"restarted", "restart_takes_stash"})
+ABORTS = frozenset(
+    {"call_malformed", "stopped_before_tool", "stopped_during_tool", "stopped_while_waiting"}
+)
+RESTARTS = frozenset(
+    {"restarted", "restart_takes_stash", "denied_restarted", "denied_restart_takes_stash"}
+)
+WAITING = frozenset({"decided", "withdrawn", "decision_refused"})
+"""The moves of a decision after which the batch goes on."""
 
 
 def report(
@@ -49,6 +57,7 @@ def report(
     delivered: list[str],
     config_warnings: tuple[ConfigWarning, ...],
     raised: BaseException | None,
+    approvals: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The simulate document for a run that recorded `trace`; `delivered`: the channel's texts."""
     final = final_state(trace)
@@ -68,6 +77,7 @@ def report(
         ],
         "config_warnings": [to_json(warning) for warning in config_warnings],
         "effects": [effect_json(effect) for effect in effects],
+        "approvals": [] if approvals is None else approvals,
         "raised": None
         if raised is None
         else {"type": type(raised).__name__, "message": str(raised)},
@@ -109,12 +119,20 @@ def tool_calls(steps: tuple[TraceStep, ...]) -> list[dict[str, Any]]:
     """
     calls: list[dict[str, Any]] = []
     batch: list[dict[str, Any]] = []
+    digests: dict[int, str] = {}
     iteration = 0
     for record in steps:
         event = record.event
         if isinstance(event, StreamEnded) and event.result.status is StreamStatus.FUNCTION_CALL:
             batch = _batch_json(iteration, event, record)
             calls += batch
+        elif isinstance(event, ApprovalDecided) and batch:
+            status = _approval(event, digests[event.index])
+            batch[event.index]["approval"] = status or batch[event.index]["approval"]
+            if record.move not in WAITING:
+                for call in batch:
+                    restarted = bool(call.get("restart"))
+                    call["outcome"] = _settled_outcome(restarted, record.move, len(batch))
         elif isinstance(event, ToolSettled) and batch:
             settled = batch[event.index]
             settled["success"] = event.result.success
@@ -128,6 +146,8 @@ def tool_calls(steps: tuple[TraceStep, ...]) -> list[dict[str, Any]]:
                 iteration = effect.iteration
             elif isinstance(effect, DispatchTool | StartTool) and batch:
                 batch[effect.index]["dispatched"] = True
+            elif isinstance(effect, AskApproval):
+                digests[effect.index] = effect.request.digest
     for call in calls:
         call.pop("restart", None)
     return calls
@@ -145,9 +165,22 @@ def _batch_json(iteration: int, event: StreamEnded, record: TraceStep) -> list[d
             "dispatched": False,
             "success": False,
             "outcome": outcome,
+            "approval": None,
         }
         for call in (stream.batch or (None,))  # a stream without call data: one entry
     ]
+
+
+def _approval(event: ApprovalDecided, digest: str) -> str | None:
+    """How a call's wait ended, as simulate reports it; None for a refused decision."""
+    decision = event.decision
+    if event.stop is StopRequest.STOP:
+        return "withdrawn"
+    if decision is None:
+        return "timed_out"
+    if decision.digest != digest:
+        return None
+    return "approved" if decision.verdict is Verdict.APPROVE else "denied"
 
 
 def _outcome(move: str) -> str:

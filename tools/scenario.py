@@ -113,6 +113,22 @@ class ScriptedResult:
 
 
 @attrs.frozen(kw_only=True)
+class ScriptedDecision:
+    """What a person does about one call that waits for approval (SPEC 6c)."""
+
+    kind: str
+    """`approve`, `deny`, `timeout` (nobody answers), `kill` (a genuine stop arrives while
+    it waits) or `approve_for` (an approval given for other arguments: refused)."""
+    reason: str | None = None
+    """The person's words for a denial."""
+    args: JsonObject | None = None
+    """The other arguments an `approve_for` was given for."""
+    delay_ms: int = 0
+    """The person answers after this much (virtual) time, so a batch's waits can end in
+    another order than the model's."""
+
+
+@attrs.frozen(kw_only=True)
 class ScriptedTool:
     """One tool of the scenario's registry."""
 
@@ -124,6 +140,9 @@ class ScriptedTool:
     available_for_turn: bool = True
     exclusive: bool = False
     """Runs alone within a batch of calls (SPEC 6b)."""
+    approval: tuple[ScriptedDecision, ...] | None = None
+    """None: no call needs approval; else one decision consumed per call that waits
+    (or is asked again), the last repeating (SPEC 6c)."""
     results: tuple[ScriptedResult, ...] = (ScriptedResult(),)
     """One consumed per run of the tool's code; the last repeats."""
 
@@ -416,7 +435,7 @@ def _tools(node: _Node) -> tuple[ScriptedTool, ...]:
 
 TOOL_KEYS = {
     "name", "description", "parameters", "requires_follow_up", "available_for_provider",
-    "available_for_turn", "results", "exclusive",
+    "available_for_turn", "results", "exclusive", "approval",
 }  # fmt: skip
 
 
@@ -432,8 +451,44 @@ def _tool(node: _Node) -> ScriptedTool:
         available_for_provider=_read(fields, "available_for_provider", _boolean, True),
         available_for_turn=_read(fields, "available_for_turn", _boolean, True),
         exclusive=_read(fields, "exclusive", _boolean, False),
+        approval=_read(fields, "approval", _approval, None),
         results=_read(fields, "results", _results, default.results),
     )
+
+
+def _approval(node: _Node) -> tuple[ScriptedDecision, ...] | None:
+    if node.value is None:
+        return None
+    return _non_empty(node, _decision, "decisions")
+
+
+DECISION_FORMS = (
+    '"approve", "timeout", {"deny": "reason"}, {"kill": true}, '
+    '{"approve_for": {...other arguments}} or {"approve": true}, each object form '
+    'with an optional "delay_ms"'
+)
+VERDICT_KEYS = ("approve", "deny", "kill", "approve_for")
+
+
+def _decision(node: _Node) -> ScriptedDecision:
+    if node.value in ("approve", "timeout"):
+        return ScriptedDecision(kind=node.value)
+    if not isinstance(node.value, dict):
+        raise node.fail(f"a decision: {DECISION_FORMS}")
+    fields = node.fields({*VERDICT_KEYS, "delay_ms"})
+    given = [key for key in VERDICT_KEYS if key in fields]
+    if len(given) != 1:
+        raise node.fail(f"a decision: {DECISION_FORMS}", f"the keys {sorted(fields)}")
+    kind, delay_ms = given[0], _read(fields, "delay_ms", _delay, 0)
+    if kind == "deny":
+        reason = _optional_string(fields["deny"])
+        return ScriptedDecision(kind="deny", reason=reason, delay_ms=delay_ms)
+    if kind in ("kill", "approve"):
+        if fields[kind].value is not True:
+            raise fields[kind].fail("true")
+        return ScriptedDecision(kind=kind, delay_ms=delay_ms)
+    args = _object(fields["approve_for"])
+    return ScriptedDecision(kind="approve_for", args=args, delay_ms=delay_ms)
 
 
 def _tool_name(node: _Node) -> str:

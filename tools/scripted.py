@@ -13,7 +13,7 @@ ones a bot gets.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import attrs
@@ -22,6 +22,8 @@ from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolCall, ToolFunction, ToolRegistry
 from toolloop.states import (
+    ApprovalDecision,
+    ApprovalRequest,
     FunctionCall,
     JsonObject,
     ProviderDescriptor,
@@ -29,9 +31,17 @@ from toolloop.states import (
     StreamResult,
     StreamStatus,
     ToolResult,
+    Verdict,
+    args_digest,
 )
 from toolloop.states.errors import ToolloopError
-from toolloop.tools.scenario import Scenario, ScriptedResult, ScriptedStream, ScriptedTool
+from toolloop.tools.scenario import (
+    Scenario,
+    ScriptedDecision,
+    ScriptedResult,
+    ScriptedStream,
+    ScriptedTool,
+)
 
 T = TypeVar("T")
 ERROR_STATUSES = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
@@ -213,6 +223,7 @@ def scripted_registry(tools: Sequence[ScriptedTool], control: MemoryTurnControl)
             providers=None if tool.available_for_provider else _never,
             available=None if tool.available_for_turn else _never,
             exclusive=tool.exclusive,
+            requires_approval=tool.approval is not None,
         )
     return registry
 
@@ -242,6 +253,54 @@ def scripted_tool(results: Sequence[ScriptedResult], control: MemoryTurnControl)
         )
 
     return play
+
+
+class ScriptedApprovals:
+    """The scenario's person: each tool's `approval` decisions, one per ask (SPEC 6c).
+
+    Records every request with how its wait ended, for simulate's `approvals`.
+    """
+
+    def __init__(self, tools: Sequence[ScriptedTool], control: MemoryTurnControl) -> None:
+        self._control = control
+        self._takes = {tool.name: repeating_last(tool.approval) for tool in tools if tool.approval}
+        self.records: list[dict[str, Any]] = []
+        self._by_call: dict[str, dict[str, Any]] = {}
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        record = self._by_call.get(request.call_id)
+        if record is None:
+            record = {"tool": request.tool, "call_id": request.call_id, "args": request.args}
+            record["decision"] = None
+            self._by_call[request.call_id] = record
+            self.records.append(record)
+        decision = self._takes[request.tool]()
+        try:
+            return await self._play(decision, request, record)
+        except anyio.get_cancelled_exc_class():
+            if record["decision"] is None:  # not withdrawn (a kill): nobody answered in time
+                record["decision"] = "timed_out"
+            raise
+
+    async def _play(
+        self, decision: ScriptedDecision, request: ApprovalRequest, record: dict[str, Any]
+    ) -> ApprovalDecision:
+        if decision.delay_ms:
+            await anyio.sleep(decision.delay_ms / 1000)
+        if decision.kind == "kill":
+            self._control.kill()
+        if decision.kind in ("kill", "timeout"):
+            await anyio.sleep_forever()
+        if decision.kind == "approve_for":
+            return ApprovalDecision(verdict=Verdict.APPROVE, digest=args_digest(decision.args))
+        record["decision"] = "approved" if decision.kind == "approve" else "denied"
+        verdict = Verdict.APPROVE if decision.kind == "approve" else Verdict.DENY
+        return ApprovalDecision(
+            verdict=verdict, digest=request.digest, reason=decision.reason, by="scenario"
+        )
+
+    async def withdraw(self, request: ApprovalRequest) -> None:
+        self._by_call[request.call_id]["decision"] = "withdrawn"
 
 
 def scripted_ports(

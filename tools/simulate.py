@@ -24,7 +24,12 @@ from toolloop.states import IterationState
 from toolloop.tools.observed import traced
 from toolloop.tools.report import report
 from toolloop.tools.scenario import Scenario
-from toolloop.tools.scripted import ScriptedChannel, ScriptedTurnControl, scripted_ports
+from toolloop.tools.scripted import (
+    ScriptedApprovals,
+    ScriptedChannel,
+    ScriptedTurnControl,
+    scripted_ports,
+)
 
 
 def simulate(
@@ -39,6 +44,7 @@ def simulate(
     control = ScriptedTurnControl(record_registrations=True)  # for the cleanup invariant
     channel = ScriptedChannel()
     outcome: dict[str, BaseException | None] = {"raised": None}
+    approvals = ScriptedApprovals(scenario.tools, control)
 
     async def main() -> None:
         provider, registry = scripted_ports(scenario, control, channel)
@@ -53,6 +59,7 @@ def simulate(
                     control=control,
                     observer=hooks.observer,
                     on_event=hooks.on_event,
+                    approvals=approvals,
                 )
         except Exception as error:  # the scenario ran; what it raised is part of its output
             outcome["raised"] = error
@@ -66,6 +73,7 @@ def simulate(
         delivered=channel.delivered,
         config_warnings=loaded.warnings,
         raised=outcome["raised"],
+        approvals=approvals.records,
     )
     return document, trace, control
 

@@ -5,7 +5,10 @@ call (the last repeats), one tool result per dispatch (the last repeats), and
 the stop requests the turn control holds at each check. The calls of a batch
 take their tool results in the order they start; `picks` choose which running
 call settles next (an index into the running calls, modulo their number), so
-a batch can finish in any order.
+a batch can finish in any order. A call of a tool in `approval_tools` waits for
+approval (SPEC 6c): its wait is one of the outcomes `picks` chooses from, and
+ends as the next of `decisions` says: `approve`, `deny`, `timeout` or `other`
+(an approval given for other arguments).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterator, Sequence
 import attrs
 
 from toolloop.engine.commands import (
+    AskApproval,
     AwaitTools,
     DispatchTool,
     Effect,
@@ -25,6 +29,7 @@ from toolloop.engine.commands import (
     TakeStashedContext,
 )
 from toolloop.engine.events import (
+    ApprovalDecided,
     Event,
     StashTaken,
     StopRequest,
@@ -34,6 +39,7 @@ from toolloop.engine.events import (
 )
 from toolloop.engine.step import initial_state, step
 from toolloop.states import (
+    ApprovalDecision,
     ContextItem,
     GenerationTurnResult,
     IterationState,
@@ -41,6 +47,8 @@ from toolloop.states import (
     StreamResult,
     ToolResult,
     TurnSettings,
+    Verdict,
+    args_digest,
 )
 
 
@@ -88,12 +96,15 @@ def drive(
     stash: dict[str, ContextItem] | None = None,
     picks: Sequence[int] = (0,),
     exclusive_tools: frozenset[str] = frozenset(),
+    approval_tools: frozenset[str] = frozenset(),
+    decisions: Sequence[str] = ("approve",),
 ) -> Run:
     """Run `step` from the initial state until a final effect, answering from the scripts."""
     state = initial_state(config or LoopConfig(), turn or TurnSettings())
     stream_it, tool_it, stop_it = _cycle(streams), _cycle(tools), _cycle(stops)
-    pick_it = _cycle(picks)
+    pick_it, decision_it = _cycle(picks), _cycle(decisions)
     running: list[tuple[int, object]] = []
+    asked: set[object] = set()
     event: Event = TurnStarted()
     states, events, effects, steps, moves = [state], [], [], [], []
     while True:
@@ -106,8 +117,19 @@ def drive(
         moves.append(out.move)
         *first, last = out.effects
         running += [(e.index, next(tool_it)) for e in first if isinstance(e, StartTool)]
+        for e in first:
+            if isinstance(e, AskApproval):
+                kind = next(decision_it)
+                if kind == "other" and (e.request.call_id, state.iteration) in asked:
+                    kind = "timeout"  # wrong answers again: the first deadline passes
+                asked.add((e.request.call_id, state.iteration))
+                running.append((e.index, _decision(kind, e)))  # type: ignore[arg-type]
         if isinstance(last, AwaitTools):
             index, result = running.pop(next(pick_it) % len(running))  # type: ignore[operator]
+            if isinstance(result, ApprovalDecision) or result is None:
+                stop = next(stop_it)
+                event = ApprovalDecided(index=index, decision=result, stop=stop)  # type: ignore[arg-type]
+                continue
             event = ToolSettled(
                 result=result,  # type: ignore[arg-type]
                 requires_follow_up=requires_follow_up,
@@ -128,6 +150,21 @@ def drive(
             # What the interpreter asks the registry for a batch (SPEC 6b item 3).
             alone = tuple(c.name.strip() in exclusive_tools for c in event.result.calls)
             event = attrs.evolve(event, exclusive=alone)
+        if isinstance(event, StreamEnded) and approval_tools:
+            # ... and for each call: it needs approval (SPEC 6c).
+            asks = tuple(c.name.strip() in approval_tools for c in event.result.batch)
+            event = attrs.evolve(event, approval=asks if any(asks) else ())
+
+
+def _decision(kind: str, asked: AskApproval) -> ApprovalDecision | None:
+    """The decision a wait ends with; None: nobody answered in time."""
+    digest = asked.request.digest
+    if kind == "timeout":
+        return None
+    if kind == "other":
+        return ApprovalDecision(verdict=Verdict.APPROVE, digest=args_digest({"other": True}))
+    verdict = Verdict.APPROVE if kind == "approve" else Verdict.DENY
+    return ApprovalDecision(verdict=verdict, digest=digest, reason="no" if kind == "deny" else None)
 
 
 def _answer(

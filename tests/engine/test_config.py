@@ -111,6 +111,7 @@ SPEC_TABLE = [
     ("TOOL_EXECUTION_TIMEOUT_MS", "tool_execution_timeout_ms", 10_000),
     ("VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS", "verbatim_tool_call_max_buffer_chars", 1),
     ("TOOL_PARALLEL_LIMIT", "tool_parallel_limit", 1),
+    ("TOOL_APPROVAL_TIMEOUT_MS", "tool_approval_timeout_ms", 10_000),
 ]
 
 

@@ -5,8 +5,11 @@ with the same semantics: one stream per provider call and one result per tool
 run (the last repeats), `stop_before_tool` and `kill` are genuine stops, the
 scenario has no stash (a stashed item is always missing). The calls of a batch
 take their results in the order they start, and settle in that order (no
-`delay_ms`). Any other key fails loudly, so a witness that outgrows this
-driver is noticed.
+`delay_ms`). A call that waits for approval (SPEC 6c) takes the tool's next
+decision when asked: an answer (approve, deny, approve_for) comes before any
+running call settles, a timeout after them all, and a kill withdraws every wait
+(in the model's order) and ends every running call. Any other key fails loudly,
+so a witness that outgrows this driver is noticed.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from tests.specs.conformance import Stepped
 from toolloop.engine.commands import (
+    AskApproval,
     AwaitTools,
     DispatchTool,
     Effect,
@@ -26,6 +30,7 @@ from toolloop.engine.commands import (
 )
 from toolloop.engine.config import parse_config
 from toolloop.engine.events import (
+    ApprovalDecided,
     Event,
     StashTaken,
     StopRequest,
@@ -36,6 +41,7 @@ from toolloop.engine.events import (
 from toolloop.engine.step import initial_state, step
 from toolloop.states import (
     ApiFamily,
+    ApprovalDecision,
     DeliberateMode,
     FunctionCall,
     ProviderDescriptor,
@@ -44,11 +50,70 @@ from toolloop.states import (
     StreamStatus,
     ToolResult,
     TurnSettings,
+    Verdict,
+    args_digest,
 )
 
 STREAM_KEYS = {"status", "text", "error", "call", "calls", "stop_before_tool"}
 RESULT_KEYS = {"success", "error", "data", "end_turn", "hang", "kill"}
 TURN_KEYS = {"provider", "user_impersonation", "deliberate_mode"}
+
+
+class _Waits:
+    """The calls running and waiting for approval, and the order their outcomes come in."""
+
+    def __init__(self, results: Iterator[Any], decisions: Iterator[Any]) -> None:
+        self.results, self.decisions = results, decisions
+        self.running: list[tuple[int, Any]] = []
+        self.answered: list[Event] = []
+        self.asked: list[int] = []
+        self.late: list[Event] = []
+
+    def take(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, StartTool):
+                self.running.append((effect.index, next(self.results)))
+            elif isinstance(effect, AskApproval):
+                self._ask(effect)
+
+    def _ask(self, effect: AskApproval) -> None:
+        raw, index = next(self.decisions), effect.index
+        if raw == "timeout":
+            self.late.append(ApprovalDecided(index=index, decision=None))
+        elif raw == {"kill": True}:
+            self.asked.append(index)
+            self._kill()
+        else:
+            self.asked.append(index)
+            self.answered.append(
+                ApprovalDecided(index=index, decision=_decision(raw, effect.request.digest))
+            )
+
+    def _kill(self) -> None:
+        """Every wait is withdrawn, in the model's order, then every running call ends."""
+        waiting = sorted({*self.asked, *(e.index for e in self.late)})  # type: ignore[attr-defined]
+        self.answered = [
+            ApprovalDecided(index=index, decision=None, stop=StopRequest.STOP) for index in waiting
+        ]
+        self.late = []
+        self.running = [(index, {"hang": True, "kill": True}) for index, _ in self.running]
+
+    def next(self) -> Event:
+        if self.answered:
+            return self.answered.pop(0)
+        if self.running:
+            index, raw = self.running.pop(0)
+            stop = StopRequest.STOP if raw.get("kill") else StopRequest.NONE
+            return ToolSettled(result=_result(raw), stop=stop, index=index)
+        return self.late.pop(0)
+
+
+def _decision(raw: Any, digest: str) -> ApprovalDecision:
+    if raw == "approve":
+        return ApprovalDecision(verdict=Verdict.APPROVE, digest=digest)
+    if "approve_for" in raw:
+        return ApprovalDecision(verdict=Verdict.APPROVE, digest=args_digest(raw["approve_for"]))
+    return ApprovalDecision(verdict=Verdict.DENY, digest=digest, reason=raw["deny"])
 
 
 def run_scenario(scenario: dict[str, Any]) -> list[Stepped]:
@@ -57,33 +122,36 @@ def run_scenario(scenario: dict[str, Any]) -> list[Stepped]:
     streams = _cycle(scenario["streams"])
     (tool,) = scenario["tools"]
     results = _cycle(tool["results"])
+    approval = tool.get("approval")
+    waits = _Waits(results, _cycle(approval or [None]))
     event: Event = TurnStarted()
     steps: list[Stepped] = []
-    running: list[tuple[int, Any]] = []
     while True:
         out = step(state, event)
         steps.append((state, event, out.move, out.state))
         state = out.state
         *started, last = out.effects
-        running += [(e.index, next(results)) for e in started if isinstance(e, StartTool)]
+        waits.take(started)
         if isinstance(last, Finish | RaiseError):
             return steps
-        event = _answer(last, streams, results, running)
+        event = _answer(last, streams, results, waits, approval is not None)
 
 
 def _answer(
-    effect: Effect, streams: Iterator[Any], results: Iterator[Any], running: list[tuple[int, Any]]
+    effect: Effect, streams: Iterator[Any], results: Iterator[Any], waits: _Waits, asks: bool
 ) -> Event:
     if isinstance(effect, StreamOnce):
         raw = next(streams)
         stop = StopRequest.STOP if raw.get("stop_before_tool") else StopRequest.NONE
-        return StreamEnded(result=_stream(raw), stop=stop)
-    if isinstance(effect, DispatchTool | AwaitTools):
-        index, raw = (
-            (effect.index, next(results)) if isinstance(effect, DispatchTool) else running.pop(0)
-        )
+        result = _stream(raw)
+        approval = (True,) * len(result.batch) if asks and result.batch else ()
+        return StreamEnded(result=result, stop=stop, approval=approval)
+    if isinstance(effect, DispatchTool):
+        raw = next(results)
         stop = StopRequest.STOP if raw.get("kill") else StopRequest.NONE
-        return ToolSettled(result=_result(raw), stop=stop, index=index)
+        return ToolSettled(result=_result(raw), stop=stop, index=effect.index)
+    if isinstance(effect, AwaitTools):
+        return waits.next()
     return StashTaken(item=None)
 
 

@@ -126,3 +126,90 @@ attempts: st.SearchStrategy[Run] = st.builds(
     stashes,
     st.lists(st.integers(0, 3), min_size=1, max_size=4),
 )
+
+#: Attempts whose tools wait for approval (SPEC 6c): mostly batches, every way a wait
+#: ends (approved, denied, unanswered, answered for other arguments), stops meanwhile.
+decisions = st.lists(
+    st.sampled_from(["approve", "approve", "approve", "deny", "timeout", "other"]),
+    min_size=1,
+    max_size=4,
+)
+approval_stream = st.sampled_from(["call"] * 3 + ["batch"] * 6 + ["terminal"]).flatmap(
+    kinds.__getitem__
+)
+approval_attempts: st.SearchStrategy[Run] = st.builds(
+    lambda s, t, p, u, c, f, k, o, a, d: drive(
+        s,
+        t,
+        stops=p,
+        turn=u,
+        config=c,
+        requires_follow_up=f,
+        stash=dict(k),
+        picks=o,
+        approval_tools=a,
+        decisions=d,
+    ),
+    st.lists(approval_stream, min_size=1, max_size=6),
+    st.lists(
+        st.builds(
+            lambda success, data: ToolResult(
+                success=success, data=data, error=None if success else "failed"
+            ),
+            st.sampled_from([True, True, True, False]),
+            tool_data,
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    st.lists(
+        st.sampled_from([StopRequest.NONE] * 5 + [StopRequest.STOP, StopRequest.FOLLOW_UP]),
+        min_size=1,
+        max_size=20,
+    ),
+    turns,
+    small_configs,
+    st.booleans(),
+    stashes,
+    st.lists(st.integers(0, 3), min_size=1, max_size=4),
+    st.sampled_from([frozenset(TOOLS[:1]), frozenset(TOOLS)]),
+    decisions,
+)
+every_attempt = st.one_of(attempts, approval_attempts)
+"""Both kinds, for the properties every run keeps."""
+
+
+def _approved_then_denied(result: ToolResult, **settings: object) -> Run:
+    """A batch of two waiting calls: the first approved runs to `result`, then the second is
+    denied, the last of the batch to be done (SPEC 6c)."""
+    two = batch(call("web_search", {"q": "a"}).data, call("web_search", {"q": "b"}).data)
+    return drive(
+        [two, ended(StreamStatus.COMPLETED, "ok")],
+        [result],
+        approval_tools=frozenset({"web_search"}),
+        decisions=["approve", "deny"],
+        picks=[0, 1, 0],
+        **settings,  # type: ignore[arg-type]
+    )
+
+
+_NOVELAI = TurnSettings(provider=ProviderDescriptor(name="novelai", api_family=ApiFamily.NOVELAI))
+_DENIED_AFTER_TEXT = call("web_search", {"q": "a"}, text="Let me look.")
+#: Runs of the moves a batch finished by a denial takes too rarely to be generated.
+RARE_WAITING: tuple[Run, ...] = (
+    _approved_then_denied(ToolResult(success=True, data={"type": "context_restart_youtube"})),
+    _approved_then_denied(
+        ToolResult(success=True, data={"type": "context_restart_gif", "pending_context_key": "k"})
+    ),
+    _approved_then_denied(ToolResult(success=True, end_turn=True)),
+    *(
+        drive(
+            [_DENIED_AFTER_TEXT, ended(StreamStatus.COMPLETED, "ok")],
+            approval_tools=frozenset({"web_search"}),
+            decisions=["deny"],
+            turn=_NOVELAI,
+            config=LoopConfig(nai_tool_failure_retry_threshold=threshold),
+        )
+        for threshold in (1, 2)
+    ),
+)

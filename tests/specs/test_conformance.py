@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from tests.engine.builders import call, done
 from tests.engine.drive import Run
 from tests.specs.conformance import EXECUTABLE, Stepped, never_taken, violations
-from tests.specs.strategies import attempts
+from tests.specs.strategies import RARE_WAITING, approval_attempts, attempts, every_attempt
 from toolloop.engine.events import StreamEnded, TurnStarted
 from toolloop.engine.step import initial_state
 from toolloop.states import LoopConfig, Phase, TurnSettings
@@ -20,7 +20,7 @@ def stepped(run: Run) -> list[Stepped]:
     return [(before, event, move, after) for event, move, before, after in pairs]
 
 
-@given(run=attempts)
+@given(run=every_attempt)
 @settings(max_examples=400)
 def test_every_step_is_a_declared_move_whose_guards_select_it(run: Run) -> None:
     """Conformance: each (phase, event, move, dest) is declared, its guards hold, it is first."""
@@ -28,7 +28,8 @@ def test_every_step_is_a_declared_move_whose_guards_select_it(run: Run) -> None:
 
 
 def test_generated_runs_take_every_declared_move() -> None:
-    """Coverage: a fixed sample of generated runs takes every declared move at least once."""
+    """Coverage: a fixed sample of generated runs (and the hand-made `RARE_WAITING` runs)
+    takes every declared move at least once."""
     taken: set[tuple[Phase, str]] = set()
 
     @given(run=attempts)
@@ -36,7 +37,15 @@ def test_generated_runs_take_every_declared_move() -> None:
     def take(run: Run) -> None:
         taken.update((before.phase, move) for before, _, move, _ in stepped(run))
 
+    @given(run=approval_attempts)
+    @settings(max_examples=1500, derandomize=True, database=None)
+    def take_waiting(run: Run) -> None:
+        taken.update((before.phase, move) for before, _, move, _ in stepped(run))
+
     take()
+    take_waiting()
+    for run in RARE_WAITING:  # hand-made: a denial last after a restart, an end_turn, NovelAI
+        taken.update((before.phase, move) for before, _, move, _ in stepped(run))
     assert never_taken(taken) == []
 
 

@@ -3,10 +3,11 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+DEMO    := $(VENV)/.demo-installed
 # mypy and mkdocstrings cannot follow setuptools' editable finder, so lint and
 # docs read the package through a farm of symlinks that rebuilds the `toolloop` tree.
 TYPED   := build/typed
-PKGS    := engine states effects specs tools
+PKGS    := engine states effects specs testing tools
 # The wheel check installs the built wheel where nothing of the project is.
 WHEEL   := build/wheel-check
 
@@ -16,13 +17,21 @@ WHEEL   := build/wheel-check
 # Graphviz is optional (`toolloop diagram --format svg|png` says how to get it).
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install -q -c constraints.txt -e '.[cli,trio,test,docs]'
+	touch $@ $(DEMO)
+
+# The demo needs only the `cli` extra: a first `make demo` installs that and
+# nothing else (no test or docs tools); `make install` adds the rest later.
+$(DEMO): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -q -c constraints.txt -e '.[cli]'
 	touch $@
 
-demo: install
+demo: $(DEMO)
 	$(BIN)/toolloop demo
 
 test: install
@@ -36,7 +45,7 @@ lint: install typed
 typed:
 	rm -rf $(TYPED) && mkdir -p $(TYPED)/toolloop
 	for p in $(PKGS); do ln -s ../../../$$p $(TYPED)/toolloop/$$p; done
-	for f in __init__.py py.typed; do ln -s ../../../toolloop/$$f $(TYPED)/toolloop/$$f; done
+	for f in toolloop/*.py toolloop/py.typed; do ln -s ../../../$$f $(TYPED)/$$f; done
 
 # The documentation site (mkdocs.yml); --strict fails on a broken link or reference.
 docs: install typed
@@ -45,8 +54,9 @@ docs: install typed
 docs-serve: install typed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
-# What a user gets: build the sdist and the wheel, install the wheel with its
-# `cli` extra into a fresh venv (no test tools, nothing editable), then run
+# What a user gets: build the sdist and the wheel, install the wheel by its
+# distribution name, `toolloop-engine[cli]` (pip refuses a wheel of another
+# name), into a fresh venv (no test tools, nothing editable), then run
 # there, outside the repository: `import toolloop` and a turn under both anyio
 # backends (tests/wheel_check.py), the embedding example of docs/embedding.md,
 # and `toolloop demo`; and with no extra at all: `import toolloop`, and the
@@ -56,15 +66,16 @@ wheel-check: install
 	$(BIN)/python -m build --sdist --wheel --outdir $(WHEEL)/dist . >$(WHEEL)/build.log
 	ls -l $(WHEEL)/dist
 	$(PY) -m venv $(WHEEL)/venv
-	$(WHEEL)/venv/bin/pip install -q "$$(ls $(WHEEL)/dist/*.whl)[cli]"
+	$(WHEEL)/venv/bin/pip install -q "toolloop-engine[cli] @ file://$$(ls $(CURDIR)/$(WHEEL)/dist/*.whl)"
+	$(WHEEL)/venv/bin/pip show toolloop-engine | grep -x "Name: toolloop-engine"
 	$(BIN)/python -m tests.docs_samples docs/embedding.md 1 >$(WHEEL)/embedding.py
 	cd $(WHEEL) && venv/bin/python ../../tests/wheel_check.py
 	cd $(WHEEL) && venv/bin/python embedding.py
 	cd $(WHEEL) && venv/bin/toolloop demo >demo.out && tail -n 4 demo.out
 	$(PY) -m venv $(WHEEL)/bare
-	$(WHEEL)/bare/bin/pip install -q "$$(ls $(WHEEL)/dist/*.whl)"
+	$(WHEEL)/bare/bin/pip install -q "toolloop-engine @ file://$$(ls $(CURDIR)/$(WHEEL)/dist/*.whl)"
 	cd $(WHEEL) && bare/bin/python -c "import toolloop; print('no extras: import toolloop')"
-	cd $(WHEEL) && bare/bin/toolloop demo 2>demo.err; test $$? -eq 2 && grep "toolloop\[cli\]" demo.err
+	cd $(WHEEL) && bare/bin/toolloop demo 2>demo.err; test $$? -eq 2 && grep "toolloop-engine\[cli\]" demo.err
 
 bench: install
 	$(BIN)/python -m tests.bench

@@ -76,6 +76,7 @@ from toolloop.states import (
     GenerationTurnResult,
     IterationState,
     LoopConfig,
+    ProviderDescriptor,
     StreamError,
     StreamResult,
     StreamStatus,
@@ -626,6 +627,8 @@ class _Interpreter:
         return self._call(sink, stream, self._stream_ended)
 
     def _stream_ended(self, sink: _Sink, result: StreamResult) -> StreamEnded:
+        if result.status in _FAILED:
+            _log_failed_stream(self.provider.descriptor, sink.span, result)
         stop = self.control.pending_request()
         if len(result.calls) < 2:
             return _new_stream_ended(result=result, stop=stop)
@@ -917,6 +920,26 @@ def _failure(error: str) -> ToolResult:
 
 def _timed_out(name: str, timeout_ms: int) -> ToolResult:
     return _failure(f"Tool {name} timed out after {_seconds(timeout_ms)} s")
+
+
+_FAILED = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
+
+
+def _log_failed_stream(
+    provider: ProviderDescriptor, span: StreamSpan, result: StreamResult
+) -> None:
+    """A failed or timed-out stream, at WARNING: which provider, where (no key), what it said."""
+    error = result.data if isinstance(result.data, StreamError) else None
+    log.warning(
+        "stream %s: provider %s at %s (attempt %d, iteration %d): %s",
+        result.status.value,
+        provider.name,
+        provider.endpoint or "an endpoint it does not name",
+        span.attempt,
+        span.iteration,
+        "no error given" if error is None else f"{error.type}: {error.message}",
+        extra={"provider": provider.name, "endpoint": provider.endpoint, "status": result.status},
+    )
 
 
 def _seconds(milliseconds: int) -> str:

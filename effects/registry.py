@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import inspect
 import json
+import logging
 import math
 import re
 from collections.abc import Awaitable, Callable, Collection
@@ -54,6 +55,7 @@ from toolloop.states import (
 )
 from toolloop.states.json_policy import JsonInputError, check_json
 
+log = logging.getLogger(__name__)
 REDACTED = "[redacted]"
 #: Calls kept by `recent()`.
 RING_SIZE = 1000
@@ -380,6 +382,14 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
     try:
         returned = await tool.function(args, call)
     except Exception as error:
+        # The bot's author needs the traceback; the model reads only the type and message.
+        log.error(
+            'tool "%s" raised %s; arguments %s',
+            call.name,
+            type(error).__name__,
+            json.dumps(_shown(tool, args, None), default=repr)[:MAX_KEPT_ARGS_CHARS],
+            exc_info=error,
+        )
         text = str(error).encode("utf-8", "replace").decode()  # a lone surrogate becomes "?"
         message = _shorten(text, MAX_ERROR_CHARS)
         return _failure(f'tool "{call.name}" raised {type(error).__name__}: {message}')

@@ -1,5 +1,8 @@
 """Stage 04: build result. Pure assembly of the attempt's result from its state."""
 
+import attrs
+
+from toolloop.engine.commands import Effect, Finish
 from toolloop.states import (
     GenerationTurnResult,
     IterationState,
@@ -38,6 +41,16 @@ def build_result(
         thought_log_owner=None if state.thought_log is None else thought_log_owner(state.turn),
         selected_sticker=sticker if status is TurnStatus.COMPLETED else None,
     )
+
+
+def ended(effects: list[Effect], move: str) -> None:
+    """Name the move that ends the attempt in its result (`ended_by`), when the row finishes it.
+
+    Called by the compiled rows whose destination is `finished` (`step.compile_rows`):
+    the row knows its move, the actions that built the result do not.
+    """
+    if effects and isinstance(last := effects[-1], Finish):
+        effects[-1] = Finish(result=attrs.evolve(last.result, ended_by=str(move)))
 
 
 def memory_payload(text: str, details: str) -> str:

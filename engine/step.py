@@ -26,6 +26,7 @@ from toolloop.engine.construct import constructor
 from toolloop.engine.draft import Draft
 from toolloop.engine.events import Event
 from toolloop.engine.guards import CONTEXTS, Context, Fact, Guard
+from toolloop.engine.result import ended
 from toolloop.engine.table import ROWS, Move, Row
 from toolloop.states import ContextState, IterationState, LoopConfig, Phase, TurnSettings
 from toolloop.states.errors import ToolloopError
@@ -82,6 +83,7 @@ def compile_rows(rows: Sequence[Row]) -> tuple[Transition, str]:
         "Context": CONTEXTS.get(event, Context),
         "Draft": Draft,
         "Step": constructor(Step),  # built on every event: see `construct`
+        "ended": ended,
     }
     lines = ["def transition(state, event):", "    ctx = Context(state, event)"]
     lines += _select([(number, row, row.when) for number, row in enumerate(rows)], names, "    ")
@@ -125,6 +127,7 @@ def _row(
         f"{indent}if {' and '.join(tests) or 'True'}:  # {row.move} (SPEC {row.rule})",
         f"{body}draft, effects = Draft(state), []",
         *(f"{body}{_name(names, action)}(ctx, draft, effects)" for action in row.actions),
+        *([f"{body}ended(effects, move_{number})"] if row.dest is Phase.FINISHED else []),
         f"{body}draft.phase = dest_{number}",
         f"{body}return Step(state=draft.commit(), effects=tuple(effects), move=move_{number})",
     ]

@@ -131,8 +131,10 @@ def dot(
     lines = [
         "digraph toolloop {",
         '    graph [rankdir=LR, nodesep=0.5, ranksep=0.9, fontname="Helvetica"];',
-        '    node [shape=box, style="rounded,filled", fillcolor="#f3f4f6", fontname="Helvetica"];',
-        '    edge [fontname="Helvetica", fontsize=10];',
+        '    node [shape=box, style="rounded,filled", fillcolor="#f3f4f6", '
+        'fontname="Helvetica", fontsize=16];',
+        # Sizes a page shows at the SVG's own scale (docs/diagrams.md scrolls it, never shrinks).
+        '    edge [fontname="Helvetica", fontsize=13];',
         "    start [shape=point, width=0.15];",
         f"    start -> {declaration.initial.value};",
     ]

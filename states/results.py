@@ -6,7 +6,7 @@ import enum
 
 import attrs
 
-from toolloop.states.calls import JsonObject, StreamResult
+from toolloop.states.calls import JsonObject, StreamError, StreamResult
 from toolloop.states.turn import Persona, Sticker
 
 
@@ -57,3 +57,24 @@ class GenerationTurnResult:
     thought_log_owner: ThoughtLogOwner | None = None
     selected_sticker: Sticker | None = None
     """Only on `completed`."""
+    ended_by: str | None = None
+    """The move of the machine that ended the attempt (`completed`, `ceiling_reached`,
+    `stream_failed`, `tool_error_loop`, ... as docs/diagrams.md draws them): a
+    `timeout` status is the iteration ceiling or a silent stream, and this says which.
+    Set by `step` on the move that finishes; None on a result built by hand."""
+
+    @property
+    def error(self) -> StreamError | None:
+        """What failed, when the attempt ended on a failed or timed-out stream: its last
+        stream's error (what failed, where, the server's words, a hint); else None."""
+        last = self.stream_results[-1] if self.stream_results else None
+        if last is not None and isinstance(last.data, StreamError):
+            return last.data
+        return None
+
+    @property
+    def reason(self) -> str:
+        """Why the attempt ended, in one line: its status, the move, and the error if any."""
+        said = self.status.value + ("" if self.ended_by is None else f" ({self.ended_by})")
+        error = self.error
+        return said if error is None else f"{said}: {error.message}"

@@ -28,6 +28,8 @@ class ProviderDescriptor:
     api_family: ApiFamily = ApiFamily.CUSTOM
     server: str | None = None
     """The MCP or tool server, for the registry's follow-up question."""
+    endpoint: str | None = None
+    """Where the provider is reached (a URL without credentials), for logs and error reports."""
 
 
 @attrs.frozen(kw_only=True)

@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 import attrs
 
-from toolloop.tools.model_server import (
+from toolloop.testing.model_server import (
     DONE,
     LoopbackServer,
     OwnedServer,

@@ -1,6 +1,6 @@
 """The layering of DESIGN.md, checked on the source: imports point one way only.
 
-`states <- engine <- effects <- tools`, with `specs` beside `effects`; the pure
+`states <- engine <- effects <- testing <- tools`, with `specs` beside `effects`; the pure
 core (`engine/`, `states/`) imports nothing that does I/O, runs a loop or reads
 a clock. The package's own `toolloop/__init__.py` (the public API) sits on top
 and leaves `specs` out: transitions belongs to the `cli` extra.
@@ -19,7 +19,8 @@ ALLOWED = {
     "engine": {"states", "engine"},
     "effects": {"states", "engine", "effects"},
     "specs": {"states", "engine", "specs"},
-    "tools": {"states", "engine", "effects", "specs", "tools"},
+    "testing": {"states", "engine", "effects", "specs", "testing"},
+    "tools": {"states", "engine", "effects", "specs", "testing", "tools"},
     "toolloop": {"states", "engine", "effects", "tools"},
 }
 FOLDERS = sorted(set(ALLOWED) - {"toolloop"})

@@ -1,11 +1,15 @@
-"""The installed package as a bot author meets it: one import, a curated API, light to load.
+"""The installed package as a bot author meets it: small facades, one per audience, light to load.
 
-`from toolloop import ...` gives exactly the names below; the command line
-says which extra it needs instead of a traceback.
+`from toolloop import ...` gives exactly the names below, in the order a first
+program meets them; `toolloop.ports`, `toolloop.engine`, `toolloop.testing`
+and `toolloop.discord` give theirs; every sample of the docs imports only
+from these. The command line says which extra it needs instead of a traceback.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
 import importlib.resources
 import inspect
 import os
@@ -14,40 +18,60 @@ import sys
 import types
 from pathlib import Path
 
-import toolloop
+import pytest
 
-PUBLIC = {
-    # the loop and the generation turn
-    *("Attempt", "ImpersonationAborted", "Observer", "RetryableError", "ToolloopError"),
-    *("run_generation_turn", "run_tool_loop"),
-    # the tool registry and its decorator, typed tools' secret marker
-    *("Secret", "ToolCall", "ToolExecution", "ToolRegistry", "ToolSchemaError"),
-    # the ports, and the in-memory ones
-    *("Channel", "ContextStash", "KillHandle", "MemoryTurnControl", "Notice", "NoticeCatalog"),
-    *("Provider", "RecordingChannel", "StreamRequest", "StreamSink", "StreamSpan"),
-    *("KillSignal", "ToolInvocation"),
-    *("ToolRegistryPort", "TurnControl"),
-    # the provider and the loopback model server
-    *("ModelServer", "OpenAICompatProvider"),
+import toolloop
+from tests.docs_samples import DOCUMENTS, samples
+
+PUBLIC = [
+    # run a turn
+    *("run_turn", "run_tool_loop", "run_generation_turn", "Attempt"),
+    # tools
+    *("ToolRegistry", "ToolCall", "ToolResult", "Secret"),
+    # the turn's settings
+    *("TurnSettings", "ContextItem", "Persona"),
     # configuration
-    *("ConfigWarning", "LoadedConfig", "LoopConfig", "load_config"),
-    # the data a host builds or reads
-    *("ApiFamily", "ContextItem", "DeliberateMode", "FunctionCall", "GenerationTurnResult"),
-    *("JsonObject", "Persona", "PersonaResponse", "ProviderDescriptor", "Sticker"),
-    *("StreamError", "StreamResult", "StreamStatus", "ThoughtLogOwner", "ToolContext"),
-    *("ToolHistoryEntry", "ToolResult", "ToolSpec", "Trigger", "TurnSettings", "TurnStatus"),
-    # the pure core
-    *("InvalidEvent", "IterationState", "Phase", "Step", "initial_state", "step"),
-    *("Event", "StashTaken", "StopRequest", "StreamEnded", "ToolSettled", "TurnStarted"),
-    *("ClearStopRequest", "CountToolUsage", "DispatchTool", "Effect", "ErrorKind", "Finish"),
-    *("IncrementFollowUpCount", "Level", "Log", "MarkToolChainActive", "NoticeKey"),
-    *("QueueStopResponse", "RaiseError", "ResetFollowUpCount", "RetainAffordance"),
-    *("SendNotice", "SetTextSuppression", "StreamOnce", "TakeStashedContext"),
-    *("VerbatimCall", "VerbatimToolCallParser"),
-    # traces
-    *("Trace", "TraceError", "TraceStep", "dump_lines", "load_lines", "replay"),
+    *("LoopConfig", "load_config"),
+    # the result
+    *("GenerationTurnResult", "TurnStatus", "StreamResult", "StreamStatus", "StreamError"),
+    # built-in ports
+    *("OpenAICompatProvider", "ApiFamily", "ConsoleChannel", "MemoryTurnControl"),
+    # errors
+    *("ToolloopError", "ToolSchemaError", "SignatureError", "RetryableError"),
+    "ImpersonationAborted",
+]
+FACADES = {
+    "toolloop.ports": {
+        *("Provider", "ProviderDescriptor", "ApiFamily", "StreamRequest", "StreamSink"),
+        *("StreamResult", "StreamStatus", "StreamError", "FunctionCall", "JsonObject"),
+        *("ToolRegistryPort", "ToolSpec", "ToolContext", "ToolInvocation", "StreamingContext"),
+        *("ToolResult", "ToolHistoryEntry", "ToolExecution", "DeliberateMode", "Trigger"),
+        *("Channel", "StreamSpan", "Notice", "NoticeCatalog", "PersonaResponse"),
+        *("ThoughtLogOwner", "Sticker", "TurnControl", "StopRequest", "KillHandle"),
+        *("KillSignal", "ContextStash", "Observer"),
+    },
+    "toolloop.engine": {
+        *("step", "Step", "initial_state", "IterationState", "Phase", "Move", "InvalidEvent"),
+        *("Event", "TurnStarted", "StreamEnded", "ToolSettled", "StashTaken", "StopRequest"),
+        *("Effect", "StreamOnce", "DispatchTool", "TakeStashedContext", "SendNotice"),
+        *("NoticeKey", "Log", "Level", "ResetFollowUpCount", "IncrementFollowUpCount"),
+        *("QueueStopResponse", "ClearStopRequest", "MarkToolChainActive", "SetTextSuppression"),
+        *("CountToolUsage", "RetainAffordance", "Finish", "RaiseError", "ErrorKind"),
+        *("parse_config", "LoadedConfig", "ConfigWarning"),
+        *("Trace", "TraceStep", "TraceError", "dump_lines", "load_lines", "replay"),
+        *("VerbatimToolCallParser", "VerbatimCall"),
+    },
+    "toolloop.testing": {
+        *("ScriptedProvider", "Reply", "ScriptExhausted", "RecordingChannel", "ModelServer"),
+        *("LoopbackServer", "Responder", "check_invariants"),
+    },
+    "toolloop.discord": {
+        *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),
+        *("TurnRequest", "EditWindow", "Voice", "BotVoice", "WebhookVoice", "Clock"),
+        *("AnyioClock", "cut_page", "notice_embed", "DeliveryError", "MissingSetting"),
+    },
 }
-SUBPACKAGES = {"effects", "engine", "specs", "states", "tools"}
+SUBPACKAGES = {"effects", "engine", "specs", "states", "testing", "tools", "ports", "discord"}
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -59,38 +83,91 @@ class TestTheNames:
             for value in vars(toolloop).values()
             if isinstance(value, type) and issubclass(value, BaseException)
         ]
-        assert len(errors) >= 6
+        assert len(errors) == 5
         assert [e.__name__ for e in errors if not issubclass(e, toolloop.ToolloopError)] == []
 
-    def test_all_is_exactly_the_public_api(self) -> None:
-        """No public name disappears and none is added without being listed here."""
-        assert sorted(toolloop.__all__) == sorted(PUBLIC)
-        assert len(toolloop.__all__) == len(set(toolloop.__all__))
+    def test_all_is_exactly_the_public_api_in_meaning_order(self) -> None:
+        """`__all__` is the list above, in its order: run a turn first, errors last."""
+        assert toolloop.__all__ == PUBLIC
+        assert len(PUBLIC) == len(set(PUBLIC)) <= 30
 
     def test_every_public_name_is_there(self) -> None:
         """Each name of `__all__` is an attribute of the package (`from toolloop import *`)."""
         namespace: dict[str, object] = {}
         exec("from toolloop import *", namespace)
-        assert set(namespace) >= PUBLIC
+        assert set(namespace) >= set(PUBLIC)
 
     def test_nothing_internal_leaks(self) -> None:
         """Besides `__all__`, the package shows only its subpackages: no stray helper or module."""
         shown = {name for name in vars(toolloop) if not name.startswith("_")}
         modules = {name for name in shown if isinstance(getattr(toolloop, name), types.ModuleType)}
         assert modules <= SUBPACKAGES
-        assert shown - modules == PUBLIC
+        assert shown - modules == set(PUBLIC)
 
     def test_classes_and_functions_are_toolloops_own_and_documented(self) -> None:
         """Each public class and function is defined in toolloop and has a docstring."""
-        for name in PUBLIC:
-            value = getattr(toolloop, name)
-            if inspect.isclass(value) or inspect.isfunction(value):
-                assert value.__module__.startswith("toolloop."), name
-                assert inspect.getdoc(value), name
+        for facade in ("toolloop", *FACADES):
+            module = importlib.import_module(facade)
+            for name in module.__all__:
+                value = getattr(module, name)
+                if inspect.isclass(value) or inspect.isfunction(value):
+                    assert value.__module__.startswith("toolloop."), f"{facade}.{name}"
+                    assert inspect.getdoc(value), f"{facade}.{name}"
 
     def test_the_package_is_typed(self) -> None:
         """`py.typed` ships beside `__init__.py`, so type checkers read the annotations."""
         assert importlib.resources.files("toolloop").joinpath("py.typed").is_file()
+
+
+class TestTheFacades:
+    @pytest.mark.parametrize("facade", sorted(FACADES))
+    def test_all_is_exactly_the_facades_names(self, facade: str) -> None:
+        """Each facade's `__all__` is its list above, without repeats, every name importable."""
+        module = importlib.import_module(facade)
+        assert sorted(module.__all__) == sorted(FACADES[facade])
+        assert len(module.__all__) == len(set(module.__all__))
+        assert [name for name in module.__all__ if not hasattr(module, name)] == []
+
+    def test_engine_step_is_the_function_and_its_module_still_imports(self) -> None:
+        """`toolloop.engine.step` is the function `step`; the module stays importable."""
+        from toolloop.engine.step import compile_rows
+
+        engine = importlib.import_module("toolloop.engine")
+        assert engine.step is sys.modules["toolloop.engine.step"].step
+        assert callable(compile_rows)
+
+    def test_the_same_name_is_the_same_object_in_every_facade(self) -> None:
+        """A name two facades share (`StreamResult`, `ToolResult`, ...) is one object."""
+        seen: dict[str, object] = {name: getattr(toolloop, name) for name in PUBLIC}
+        for facade in sorted(FACADES):
+            if facade == "toolloop.discord":  # its `Persona` is the Discord persona
+                continue
+            module = importlib.import_module(facade)
+            for name in module.__all__:
+                assert seen.setdefault(name, getattr(module, name)) is getattr(module, name), name
+
+
+def imports_of_samples() -> list[tuple[str, str, str]]:
+    """(sample, module, name) of every toolloop import in README.md's and docs/'s samples."""
+    found = []
+    for document in DOCUMENTS:
+        for sample in samples(document):
+            for node in ast.walk(ast.parse(sample.code)):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("toolloop"):
+                    found += [(sample.name, node.module or "", a.name) for a in node.names]
+                elif isinstance(node, ast.Import):
+                    found += [(sample.name, a.name, "") for a in node.names]
+    return [item for item in found if item[1].split(".")[0] == "toolloop"]
+
+
+class TestTheDocsUseTheFacades:
+    def test_every_sample_imports_only_facade_names(self) -> None:
+        """A sample imports from `toolloop` or a facade, and only the names of its `__all__`."""
+        listed = {"toolloop": set(PUBLIC), **FACADES}
+        found = imports_of_samples()
+        wrong = [item for item in found if item[2] not in listed.get(item[1], set())]
+        assert wrong == []
+        assert len(found) > 50  # the samples were read
 
 
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -122,7 +199,7 @@ class TestImportCost:
 
 class TestTheCommandLine:
     def test_without_the_cli_extra_the_command_names_it(self) -> None:
-        """`toolloop` without transitions (or rich, trio) says: install `toolloop[cli]`."""
+        """`toolloop` without transitions (or rich, trio) says: install `toolloop-engine[cli]`."""
         done = run_python(
             "import sys; sys.modules['transitions'] = None\n"
             "from toolloop.tools import main\n"
@@ -130,11 +207,12 @@ class TestTheCommandLine:
         )
         assert done.returncode == 2
         assert (
-            done.stderr == "toolloop: this command needs transitions: pip install 'toolloop[cli]'\n"
+            done.stderr
+            == "toolloop: this command needs transitions: pip install 'toolloop-engine[cli]'\n"
         )
 
     def test_without_the_discord_extra_the_discord_command_names_it(self) -> None:
-        """`toolloop discord` without discord.py says to install `toolloop[discord]`, status 2."""
+        """`toolloop discord` without discord.py names `toolloop-engine[discord]`, status 2."""
         done = run_python(
             "import sys; sys.modules['discord'] = None\n"
             "from toolloop.tools import main\n"
@@ -142,7 +220,7 @@ class TestTheCommandLine:
         )
         assert done.returncode == 2
         assert done.stderr == (
-            "toolloop: this command needs discord: pip install 'toolloop[discord]'\n"
+            "toolloop: this command needs discord: pip install 'toolloop-engine[discord]'\n"
         )
 
     def test_another_missing_module_is_not_blamed_on_the_extra(self) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 
 import toolloop
+import toolloop.testing
 
 
 def responder(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -39,7 +40,7 @@ async def add(args: dict[str, Any], call: toolloop.ToolCall) -> dict[str, Any]:
 
 
 async def one_turn(base_url: str) -> str:
-    channel = toolloop.RecordingChannel()
+    channel = toolloop.testing.RecordingChannel()
     async with toolloop.OpenAICompatProvider(base_url=base_url, model="m") as provider:
         result = await toolloop.run_tool_loop(
             turn=toolloop.TurnSettings(),
@@ -56,7 +57,7 @@ def main() -> None:
     leaked = sorted({"trio", "rich"} & set(sys.modules))
     assert not leaked, f"import toolloop loaded {leaked}"
     assert "site-packages" in (toolloop.__file__ or ""), toolloop.__file__
-    with toolloop.ModelServer(responder, delay=0) as server:
+    with toolloop.testing.ModelServer(responder, delay=0) as server:
         for backend in ("asyncio", "trio"):
             said = anyio.run(one_turn, server.base_url, backend=backend)
             assert said == "completed | The sum is 42.", said

@@ -1,201 +1,78 @@
 """toolloop: the tool loop of an LLM chat bot, as a pure state machine with an anyio interpreter.
 
-Everything a bot author builds or reads is importable from here::
+What a bot author needs, in one import::
 
-    from toolloop import MemoryTurnControl, RecordingChannel, ToolRegistry, run_tool_loop
+    from toolloop import OpenAICompatProvider, ToolRegistry, run_turn
 
-The subpackages (`toolloop.states`, `toolloop.engine`, `toolloop.effects`,
-`toolloop.specs`, `toolloop.tools`) are the architecture; what is not named in
-`__all__` below is internal and may change. Importing this package loads
-neither trio nor rich: an asyncio bot pays only for anyio, httpx, attrs,
-cattrs and jsonschema.
+`__all__` lists it in the order a first program meets it: run a turn, its
+tools, the turn's settings, the configuration, the result, the built-in
+ports, the errors. Four more facades serve other readers: `toolloop.ports`
+(the protocols and their data, for an adapter's author), `toolloop.engine`
+(the pure core: `step`, state, events, effects, traces), `toolloop.testing`
+(a recording channel, a loopback model server) and `toolloop.discord` (the
+Discord host). Anything else is internal and may change. Importing this
+package loads neither trio nor rich: an asyncio bot pays only for anyio,
+httpx, attrs, cattrs and jsonschema.
 """
 
 from toolloop.effects.config import load_config
-from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
-from toolloop.effects.interpreter import ImpersonationAborted, Observer, run_tool_loop
-from toolloop.effects.notices import NoticeCatalog
-from toolloop.effects.ports import (
-    Channel,
-    KillHandle,
-    KillSignal,
-    Notice,
-    Provider,
-    StreamRequest,
-    StreamSink,
-    StreamSpan,
-    ToolInvocation,
-    ToolRegistryPort,
-    TurnControl,
-)
+from toolloop.effects.console import ConsoleChannel
+from toolloop.effects.in_memory import MemoryTurnControl
+from toolloop.effects.interpreter import ImpersonationAborted, run_tool_loop
+from toolloop.effects.one_call import run_turn
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
-from toolloop.effects.registry import ToolCall, ToolExecution, ToolRegistry, ToolSchemaError
-from toolloop.effects.signature import Secret
-from toolloop.effects.stash import ContextStash
+from toolloop.effects.registry import ToolCall, ToolRegistry
+from toolloop.effects.signature import Secret, SignatureError
+from toolloop.effects.tool_schema import ToolSchemaError
 from toolloop.effects.turn import Attempt, RetryableError, run_generation_turn
-from toolloop.engine.commands import (
-    ClearStopRequest,
-    CountToolUsage,
-    DispatchTool,
-    Effect,
-    ErrorKind,
-    Finish,
-    IncrementFollowUpCount,
-    Level,
-    Log,
-    MarkToolChainActive,
-    NoticeKey,
-    QueueStopResponse,
-    RaiseError,
-    ResetFollowUpCount,
-    RetainAffordance,
-    SendNotice,
-    SetTextSuppression,
-    StreamOnce,
-    TakeStashedContext,
-)
-from toolloop.engine.config import LoadedConfig
-from toolloop.engine.events import (
-    Event,
-    StashTaken,
-    StopRequest,
-    StreamEnded,
-    ToolSettled,
-    TurnStarted,
-)
-from toolloop.engine.step import InvalidEvent, Step, initial_state, step
-from toolloop.engine.trace import Trace, TraceError, TraceStep, dump_lines, load_lines, replay
-from toolloop.engine.verbatim import VerbatimCall, VerbatimToolCallParser
 from toolloop.states import (
     ApiFamily,
-    ConfigWarning,
     ContextItem,
-    DeliberateMode,
-    FunctionCall,
     GenerationTurnResult,
-    IterationState,
-    JsonObject,
     LoopConfig,
     Persona,
-    PersonaResponse,
-    Phase,
-    ProviderDescriptor,
-    Sticker,
     StreamError,
     StreamResult,
     StreamStatus,
-    ThoughtLogOwner,
-    ToolContext,
-    ToolHistoryEntry,
     ToolResult,
-    ToolSpec,
-    Trigger,
     TurnSettings,
     TurnStatus,
 )
 from toolloop.states.errors import ToolloopError
-from toolloop.tools.model_server import ModelServer
 
-__all__ = [
-    # the data a host builds or reads
-    "ApiFamily",
-    # the loop and the generation turn
-    "Attempt",
-    # the ports, and the in-memory ones
-    "Channel",
-    "ClearStopRequest",
-    # configuration
-    "ConfigWarning",
-    "ContextItem",
-    "ContextStash",
-    "CountToolUsage",
-    "DeliberateMode",
-    "DispatchTool",
-    "Effect",
-    "ErrorKind",
-    "Event",
-    "Finish",
-    "FunctionCall",
-    "GenerationTurnResult",
-    "ImpersonationAborted",
-    "IncrementFollowUpCount",
-    # the pure core: step, its state, events, effects
-    "InvalidEvent",
-    "IterationState",
-    "JsonObject",
-    "KillHandle",
-    "KillSignal",
-    "Level",
-    "LoadedConfig",
-    "Log",
-    "LoopConfig",
-    "MarkToolChainActive",
-    "MemoryTurnControl",
-    # the OpenAI-compatible provider, and the loopback model server for tests and demos
-    "ModelServer",
-    "Notice",
-    "NoticeCatalog",
-    "NoticeKey",
-    "Observer",
-    "OpenAICompatProvider",
-    "Persona",
-    "PersonaResponse",
-    "Phase",
-    "Provider",
-    "ProviderDescriptor",
-    "QueueStopResponse",
-    "RaiseError",
-    "RecordingChannel",
-    "ResetFollowUpCount",
-    "RetainAffordance",
-    "RetryableError",
-    "Secret",
-    "SendNotice",
-    "SetTextSuppression",
-    "StashTaken",
-    "Step",
-    "Sticker",
-    "StopRequest",
-    "StreamEnded",
-    "StreamError",
-    "StreamOnce",
-    "StreamRequest",
-    "StreamResult",
-    "StreamSink",
-    "StreamSpan",
-    "StreamStatus",
-    "TakeStashedContext",
-    "ThoughtLogOwner",
-    # the tool registry and its decorator (`@registry.tool`)
-    "ToolCall",
-    "ToolContext",
-    "ToolExecution",
-    "ToolHistoryEntry",
-    "ToolInvocation",
-    "ToolRegistry",
-    "ToolRegistryPort",
-    "ToolResult",
-    "ToolSchemaError",
-    "ToolSettled",
-    "ToolSpec",
-    "ToolloopError",
-    # traces
-    "Trace",
-    "TraceError",
-    "TraceStep",
-    "Trigger",
-    "TurnControl",
-    "TurnSettings",
-    "TurnStarted",
-    "TurnStatus",
-    "VerbatimCall",
-    "VerbatimToolCallParser",
-    "dump_lines",
-    "initial_state",
-    "load_config",
-    "load_lines",
-    "replay",
-    "run_generation_turn",
+__all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
+    # run a turn
+    "run_turn",
     "run_tool_loop",
-    "step",
+    "run_generation_turn",
+    "Attempt",
+    # tools
+    "ToolRegistry",
+    "ToolCall",
+    "ToolResult",
+    "Secret",
+    # the turn's settings
+    "TurnSettings",
+    "ContextItem",
+    "Persona",
+    # configuration
+    "LoopConfig",
+    "load_config",
+    # the result
+    "GenerationTurnResult",
+    "TurnStatus",
+    "StreamResult",
+    "StreamStatus",
+    "StreamError",
+    # built-in ports
+    "OpenAICompatProvider",
+    "ApiFamily",
+    "ConsoleChannel",
+    "MemoryTurnControl",
+    # errors
+    "ToolloopError",
+    "ToolSchemaError",
+    "SignatureError",
+    "RetryableError",
+    "ImpersonationAborted",
 ]

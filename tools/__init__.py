@@ -22,7 +22,7 @@ def main() -> int:
         if extra is None:
             raise
         print(
-            f"toolloop: this command needs {missing.name}: pip install 'toolloop[{extra}]'",
+            f"toolloop: this command needs {missing.name}: pip install 'toolloop-engine[{extra}]'",
             file=sys.stderr,
         )
         return 2

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from toolloop.tools.model_server import ModelServer
+from toolloop.testing.model_server import ModelServer
 
 MODEL = "toolloop-demo"
 PLAN = (

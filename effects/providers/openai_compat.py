@@ -76,6 +76,8 @@ from toolloop.states.json_policy import (
 
 log = logging.getLogger(__name__)
 
+#: The chat-completions route, appended to `base_url`.
+CHAT_PATH = "/chat/completions"
 #: Connect, write and pool limits; no read timeout: the loop's rolling inactivity
 #: timer (STREAM_SDK_CALL_TIMEOUT_MS) decides when a silent stream is dead.
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, read=None)
@@ -153,10 +155,13 @@ class OpenAICompatProvider:
         verbatim_tool_call_max_buffer_chars: int = 8_192,
     ) -> None:
         self.model = model
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._url = base_url.rstrip("/") + CHAT_PATH
         self._api_key = _resolve_key(api_key, api_key_env)
         self._descriptor = ProviderDescriptor(
-            name=name or api_family.value, api_family=api_family, server=server
+            name=name or api_family.value,
+            api_family=api_family,
+            server=server,
+            endpoint=_without_credentials(self._url),
         )
         self._headers = _headers(self._api_key, headers or {})
         self._extra_body = _checked_extra_body(extra_body or {})
@@ -257,10 +262,19 @@ class OpenAICompatProvider:
             retryable = status in RETRYABLE_STATUSES or (
                 status >= 500 and not VALIDATION_ERROR.match(detail)
             )
-            message = f"HTTP {status} from {self._url}: {detail}"
+            message = f"HTTP {status} from {self._url}: {detail}{self._hint(status)}"
             return StreamError(type="http_status", message=message, retryable=retryable)
         message = f"{self._url} answered with a JSON body instead of an event stream: {detail}"
         return StreamError(type="not_a_stream", message=message, retryable=False)
+
+    def _hint(self, status: int) -> str:
+        """What to check for the statuses a misconfiguration causes; empty for any other."""
+        if status in (401, 403):
+            return " (is the API key right, and allowed to use this model?)"
+        if status == 404:
+            root = self._url.removesuffix(CHAT_PATH)
+            return f" (is the model {self.model!r} served at {root}, and is that the API's root?)"
+        return ""
 
     @property
     def _quoter(self) -> _Quoter:
@@ -921,9 +935,16 @@ def _transport_error(exc: Exception, url: str) -> StreamError:
     """An httpx transport failure as a StreamError naming what broke and where."""
     what = next((text for cls, text in _TRANSPORT_ERRORS if isinstance(exc, cls)), "failed")
     message = f"POST {url}: {what}: {exc or type(exc).__name__}"
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        message += f" (is the server at {url.removesuffix(CHAT_PATH)} running?)"
     return StreamError(
         type=type(exc).__name__, message=message, retryable=not isinstance(exc, _NOT_RETRYABLE)
     )
+
+
+def _without_credentials(url: str) -> str:
+    """`url` as logs may show it: no user, password or query (where keys may ride)."""
+    return str(httpx.URL(url).copy_with(username=None, password=None, query=None))
 
 
 async def _read_excerpt(response: httpx.Response) -> str:

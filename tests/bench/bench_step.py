@@ -18,6 +18,7 @@ an `attrs.evolve` of the state, which refuses an unknown field itself).
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +27,6 @@ import attrs
 
 from toolloop import states
 from toolloop.engine import commands, loop, tool_call
-from toolloop.engine import step as step_module
 from toolloop.engine.commands import DispatchTool, Finish, StreamOnce
 from toolloop.engine.draft import FIELDS, Draft, UnknownField
 from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
@@ -49,6 +49,8 @@ CALL = StreamResult(
     accumulated_text="Let me look.",
     data=FunctionCall(name="web_search", args={"query": "cats"}),
 )
+
+step_module = importlib.import_module("toolloop.engine.step")  # the attribute is `step`
 RESULT = ToolResult(success=True, data={"hits": 3})
 CONFIG = LoopConfig(max_function_call_iterations=ITERATIONS)
 TURN = TurnSettings()

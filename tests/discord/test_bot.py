@@ -27,9 +27,9 @@ from toolloop.effects.ports import Provider, StreamRequest, StreamSink
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.states import ContextItem, JsonObject, StreamResult, StreamStatus
+from toolloop.testing.model_server import ModelServer
 from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry
-from toolloop.tools.model_server import ModelServer
 
 
 class Bot:

@@ -506,7 +506,9 @@ class TestSecrets:
                 )
             )[0]
         )
-        assert error.message.endswith("Incorrect API key ***")
+        assert error.message.endswith(
+            "Incorrect API key *** (is the API key right, and allowed to use this model?)"
+        )
 
     async def test_the_api_key_is_read_from_the_named_variable(
         self, server: OpenAIServer, monkeypatch: pytest.MonkeyPatch

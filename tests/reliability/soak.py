@@ -46,6 +46,7 @@ from tests.effects.harness import (
     registrations,
     silent,
 )
+from tests.reliability.chart import line_chart
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import ImpersonationAborted, run_tool_loop
 from toolloop.effects.registry import ToolCall, ToolRegistry
@@ -208,21 +209,15 @@ def _run_virtual(backend: Backend, main: Callable[[], Awaitable[Any]]) -> Any:
     return anyio.run(main, backend="asyncio", backend_options={"loop_factory": factory})
 
 
-def mermaid_plot(soaks: list[Soak]) -> str:
-    """The memory samples of each soak as a Mermaid line chart (MiB against turns)."""
-    turns = [s.turns for s in soaks[0].samples]
-    top = max(s.bytes for soak in soaks for s in soak.samples) / MiB
-    lines = [
-        "```mermaid",
-        "xychart-beta",
-        f'    title "Memory allocated against turns ({", ".join(s.backend for s in soaks)})"',
-        f'    x-axis "turns" [{", ".join(str(t) for t in turns)}]',
-        f'    y-axis "MiB" 0 --> {top * 1.25:.1f}',
-    ]
-    lines += [
-        f"    line [{', '.join(f'{s.bytes / MiB:.2f}' for s in soak.samples)}]" for soak in soaks
-    ]
-    return "\n".join([*lines, "```"])
+def memory_chart(soaks: list[Soak]) -> str:
+    """The memory samples of each soak as an inline SVG line chart (MiB against turns)."""
+    return line_chart(
+        f"Memory allocated against turns ({', '.join(s.backend for s in soaks)})",
+        "turns",
+        [s.turns for s in soaks[0].samples],
+        "MiB",
+        {soak.backend: [s.bytes / MiB for s in soak.samples] for soak in soaks},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         for leak in soak.leaks[:10]:
             print("  LEAK", leak)
     if args.plot:
-        _rewrite_plot(args.plot, mermaid_plot(soaks))
+        _rewrite_plot(args.plot, memory_chart(soaks))
     return 1 if any(soak.leaks for soak in soaks) else 0
 
 

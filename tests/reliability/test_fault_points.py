@@ -54,9 +54,9 @@ from toolloop.states import (
     StreamResult,
     TurnStatus,
 )
+from toolloop.testing.model_server import ModelServer
 from toolloop.tools import demo_model, demo_tools
 from toolloop.tools.demo import demo_turn
-from toolloop.tools.model_server import ModelServer
 
 pytestmark = pytest.mark.anyio
 

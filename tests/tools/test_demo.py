@@ -18,7 +18,7 @@ import pytest
 
 from tests.openai_server import OpenAIServer, text_reply, tool_call_reply
 from toolloop.effects.turn import NUDGE
-from toolloop.tools.model_server import ModelServer
+from toolloop.testing.model_server import ModelServer
 
 TOOLLOOP = Path(sys.executable).with_name("toolloop")
 SUMMARY = re.compile(r"^summary: (\d+) provider calls?, (\d+) tools? run, \d+\.\d\d s$", re.M)

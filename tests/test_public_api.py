@@ -65,13 +65,19 @@ FACADES = {
         *("ScriptedProvider", "Reply", "ScriptExhausted", "RecordingChannel", "ModelServer"),
         *("LoopbackServer", "Responder", "check_invariants"),
     },
+    "toolloop.gemini": {
+        *("GeminiProvider", "DEFAULT_BASE_URL", "SKIP_SIGNATURE", "GeminiServer"),
+        *("GeminiError", "GeminiRequest"),
+    },
     "toolloop.discord": {
         *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),
         *("TurnRequest", "EditWindow", "Voice", "BotVoice", "WebhookVoice", "Clock"),
         *("AnyioClock", "cut_page", "notice_embed", "DeliveryError", "MissingSetting"),
     },
 }
-SUBPACKAGES = {"effects", "engine", "specs", "states", "testing", "tools", "ports", "discord"}
+SUBPACKAGES = {
+    *("effects", "engine", "specs", "states", "testing", "tools", "ports", "discord", "gemini"),
+}
 ROOT = Path(__file__).resolve().parent.parent
 
 

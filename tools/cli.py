@@ -82,7 +82,9 @@ def _replay(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from toolloop.tools.demo import demo
 
-    return demo(base_url=args.base_url, model=args.model, verbatim=args.verbatim)
+    return demo(
+        base_url=args.base_url, model=args.model, verbatim=args.verbatim, provider=args.provider
+    )
 
 
 def _discord(args: argparse.Namespace) -> int:
@@ -115,6 +117,12 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.add_argument("--base-url", help="an OpenAI-compatible endpoint (key: OPENAI_API_KEY)")
     parser.add_argument("--model", default=None, help="the model name at --base-url")
     parser.add_argument("--verbatim", action="store_true", help="recover tool calls from text")
+    parser.add_argument(
+        "--provider",
+        choices=("openai", "gemini"),
+        default="openai",
+        help="the protocol: OpenAI-compatible, or Gemini's native one (key: GEMINI_API_KEY)",
+    )
     parser.set_defaults(run=_demo)
 
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.providers import gemini_transcripts as t
@@ -382,9 +383,33 @@ class TestTheLoop:
         assert result.stream_results[-1].status is StreamStatus.TIMEOUT
         assert channel.text == "Sun"
 
+    async def test_a_kill_mid_stream_stops_the_turn_with_the_text_so_far(self) -> None:
+        """`/kill` while Gemini streams cancels the stream at once: stopped, text kept."""
+        control, channel = MemoryTurnControl(), RecordingChannel()
+        with GeminiServer(t.scripted()) as server:
+
+            def endless(body: dict[str, Any]) -> Iterator[JsonObject]:
+                yield t.chunk(t.text("Sun"))
+                server.stopping.wait(10)
+
+            async def kill_after_first_text() -> None:
+                while not channel.text:
+                    await anyio.sleep(0.01)
+                control.kill()
+
+            server.responder = endless
+            async with anyio.create_task_group() as group:
+                group.start_soon(kill_after_first_text)
+                result, _ = await run_weather_turn(server, control=control, channel=channel)
+        assert result.status is TurnStatus.STOPPED_BY_USER
+        assert result.stream_results[-1].accumulated_text == "Sun"
+
 
 async def run_weather_turn(
-    server: GeminiServer, config: LoopConfig | None = None
+    server: GeminiServer,
+    config: LoopConfig | None = None,
+    control: MemoryTurnControl | None = None,
+    channel: RecordingChannel | None = None,
 ) -> tuple[GenerationTurnResult, RecordingChannel]:
     """One turn of the loop on the Gemini adapter, with a weather tool that always answers."""
     registry = ToolRegistry()
@@ -393,7 +418,7 @@ async def run_weather_turn(
         return {"city": args["city"], "sky": "clear"}
 
     registry.register(get_weather, parameters=WEATHER.parameters)
-    channel = RecordingChannel()
+    channel = channel or RecordingChannel()
     key = server.api_key or ""
     async with GeminiProvider(base_url=server.base_url, model="m", api_key=key) as gemini:
         result = await run_tool_loop(
@@ -402,6 +427,6 @@ async def run_weather_turn(
             provider=gemini,
             registry=registry,
             channel=channel,
-            control=MemoryTurnControl(),
+            control=control or MemoryTurnControl(),
         )
     return result, channel

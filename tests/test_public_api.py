@@ -64,11 +64,9 @@ FACADES = {
     "toolloop.testing": {
         *("ScriptedProvider", "Reply", "ScriptExhausted", "RecordingChannel", "ModelServer"),
         *("LoopbackServer", "Responder", "check_invariants"),
+        *("GeminiServer", "GeminiError", "GeminiRequest"),
     },
-    "toolloop.gemini": {
-        *("GeminiProvider", "DEFAULT_BASE_URL", "SKIP_SIGNATURE", "GeminiServer"),
-        *("GeminiError", "GeminiRequest"),
-    },
+    "toolloop.gemini": {"GeminiProvider", "DEFAULT_BASE_URL", "SKIP_SIGNATURE"},
     "toolloop.discord": {
         *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),
         *("TurnRequest", "EditWindow", "Voice", "BotVoice", "WebhookVoice", "Clock"),

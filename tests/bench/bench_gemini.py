@@ -25,8 +25,8 @@ from tests.openai_server import OpenAIServer, raw_reply
 from tests.providers.conftest import make_request
 from toolloop.effects.providers.gemini import GeminiProvider
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
-from toolloop.gemini import GeminiServer
 from toolloop.states import StreamStatus
+from toolloop.testing import GeminiServer
 
 CHUNKS = 100_000
 ROUNDS = 3

@@ -19,7 +19,7 @@ from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.turn import NUDGE, Attempt, run_generation_turn
-from toolloop.gemini import GeminiProvider, GeminiServer
+from toolloop.gemini import GeminiProvider
 from toolloop.states import (
     ApiFamily,
     ContextItem,
@@ -27,6 +27,7 @@ from toolloop.states import (
     TurnSettings,
     TurnStatus,
 )
+from toolloop.testing import GeminiServer
 
 pytestmark = pytest.mark.anyio
 

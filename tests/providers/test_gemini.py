@@ -19,7 +19,7 @@ from tests.providers.conftest import WEATHER, RecordingSink, make_request
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.gemini import SKIP_SIGNATURE, GeminiError, GeminiProvider, GeminiServer
+from toolloop.gemini import SKIP_SIGNATURE, GeminiProvider
 from toolloop.states import (
     ContextItem,
     FunctionCall,
@@ -33,6 +33,7 @@ from toolloop.states import (
     TurnSettings,
     TurnStatus,
 )
+from toolloop.testing import GeminiError, GeminiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.providers.conftest import RecordingSink, make_request
-from toolloop.gemini import GeminiProvider, GeminiServer
+from toolloop.gemini import GeminiProvider
 from toolloop.states import StreamStatus
+from toolloop.testing import GeminiServer
 
 Part = dict[str, Any]
 

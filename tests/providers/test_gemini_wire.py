@@ -18,8 +18,9 @@ from google.genai import errors, types
 
 from tests.providers import gemini_transcripts as t
 from tests.providers.conftest import RecordingSink, make_request
-from toolloop.gemini import GeminiProvider, GeminiServer
+from toolloop.gemini import GeminiProvider
 from toolloop.states import ContextItem, ToolHistoryEntry
+from toolloop.testing import GeminiServer
 
 KEY = "wire-test-key"
 QUESTION = ContextItem(author="alice", content="Weather in Paris?")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 
 from tests.tools.test_demo import run_demo, summary
-from toolloop.gemini import GeminiServer
+from toolloop.testing import GeminiServer
 from toolloop.tools import demo_gemini_model
 
 

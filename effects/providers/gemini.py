@@ -155,7 +155,7 @@ class GeminiProvider:
                 async for line in response.aiter_lines():
                     if line.startswith("data:") and await state.take(line[5:], sink):
                         break
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, httpx.DecodingError) as exc:
             return state.failed(_transport_error(exc, self._url))
         except _StreamBroken as exc:
             return state.failed(exc.error)
@@ -184,6 +184,8 @@ class GeminiProvider:
         message = f"HTTP {status} from {self._descriptor.endpoint}: {detail}"
         if status in (401, 403):
             message += " (is the API key right, and allowed to use this model?)"
+        if status == 404:
+            message += f" (is there a model {self.model!r} at this API root?)"
         retryable = status in RETRYABLE_STATUSES or status >= 500
         return StreamError(type="http_status", message=message, retryable=retryable)
 

@@ -231,6 +231,12 @@ class TestErrors:
         assert isinstance(result.data, StreamError)
         assert "is the API key right" in result.data.message and not result.data.retryable
 
+    async def test_an_unknown_model_is_named_in_the_404(self, server: GeminiServer) -> None:
+        """404: not retryable, and the message names the model it asked for."""
+        result = await stream_once(server, GeminiError(404, "NOT_FOUND", "models/x is not found"))
+        assert isinstance(result.data, StreamError) and not result.data.retryable
+        assert "'gemini-3-pro'" in result.data.message
+
     def test_the_key_comes_from_gemini_api_key_by_default(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:

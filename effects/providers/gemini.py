@@ -152,9 +152,15 @@ class GeminiProvider:
             async with self._response(body) as response:
                 if response.status_code >= 300:
                     return state.failed(await self._refusal(response))
+                progress, deliver = sink.progress, sink.deliver
                 async for line in response.aiter_lines():
-                    if line.startswith("data:") and await state.take(line[5:], sink):
-                        break
+                    if line.startswith("data:"):
+                        progress()
+                        text = state.take(line[5:])
+                        if text:
+                            await deliver(text)
+                        if state.done:
+                            break
         except (httpx.TransportError, httpx.DecodingError) as exc:
             return state.failed(_transport_error(exc, self._url))
         except _StreamBroken as exc:
@@ -230,13 +236,17 @@ class _Stream:
         self.blocked: str | None = None
         self.chunks = 0
 
-    async def take(self, payload: str, sink: StreamSink) -> bool:
-        """Fold one event's chunk and deliver its visible text; True once the model is done."""
+    @property
+    def done(self) -> bool:
+        """The model is done: a finish reason, or the prompt was blocked."""
+        return self.finish is not None or self.blocked is not None
+
+    def take(self, payload: str) -> str:
+        """Fold one event's chunk; return its visible text ("" when none)."""
         payload = payload.strip()
         if not payload:
-            return False
+            return ""
         self.chunks += 1
-        sink.progress()
         chunk = self._decoded(payload)
         if "error" in chunk:
             raise _StreamBroken(self._provider_error(chunk["error"]))
@@ -246,25 +256,25 @@ class _Stream:
             reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
             if isinstance(reason, str):
                 self.blocked = reason
-                return True
-            return False
+            return ""
         candidate = candidates[0] if isinstance(candidates, list) else None
         if not isinstance(candidate, dict):
             raise _StreamBroken(self.malformed("`candidates[0]` must be an object"))
         content = candidate.get("content") or {}
         parts = content.get("parts") if isinstance(content, dict) else None
+        visible = ""
         for part in parts or ():
             if not isinstance(part, dict):
                 raise _StreamBroken(self.malformed("a part must be an object"))
             text = self._fold(part)
             if text:
-                self.text.append(text)
-                await sink.deliver(text)
+                visible += text
+        if visible:
+            self.text.append(visible)
         finish = candidate.get("finishReason")
         if isinstance(finish, str):
             self.finish = finish
-            return True
-        return False
+        return visible
 
     def _decoded(self, payload: str) -> JsonObject:
         """The chunk, through JSON's C scanner; the JSON policy decides what it cannot vouch for.

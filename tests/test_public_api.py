@@ -69,6 +69,7 @@ FACADES = {
     "toolloop.testing": {
         *("ScriptedProvider", "Reply", "ScriptExhausted", "RecordingChannel", "ModelServer"),
         *("LoopbackServer", "Responder", "check_invariants"),
+        *("GeminiServer", "GeminiError", "GeminiRequest"),
     },
     "toolloop.mcp": {"HttpServer", "McpServer", "McpServerError", "McpToolSource", "StdioServer"},
     "toolloop.otel": {
@@ -76,6 +77,7 @@ FACADES = {
         "sdk_configured",
     },
     "toolloop.inspect": {"Inspector", "Running", "TokenRequired", "TurnView", "serve_in_thread"},
+    "toolloop.gemini": {"GeminiProvider", "DEFAULT_BASE_URL", "SKIP_SIGNATURE"},
     "toolloop.discord": {
         *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),
         *("TurnRequest", "EditWindow", "Voice", "BotVoice", "WebhookVoice", "Clock"),
@@ -94,6 +96,7 @@ SUBPACKAGES = {
     "ports",
     "discord",
     "mcp",
+    "gemini",
 }
 ROOT = Path(__file__).resolve().parent.parent
 

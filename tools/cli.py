@@ -87,7 +87,11 @@ def _demo(args: argparse.Namespace) -> int:
     from toolloop.tools.demo import demo
 
     return demo(
-        base_url=args.base_url, model=args.model, verbatim=args.verbatim, approve=args.approve
+        base_url=args.base_url,
+        model=args.model,
+        verbatim=args.verbatim,
+        approve=args.approve,
+        provider=args.provider,
     )
 
 
@@ -142,6 +146,12 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.add_argument("--verbatim", action="store_true", help="recover tool calls from text")
     parser.add_argument(
         "--approve", action="store_true", help="each tool call waits for a yes on the terminal"
+    )
+    parser.add_argument(
+        "--provider",
+        choices=("openai", "gemini"),
+        default="openai",
+        help="the protocol: OpenAI-compatible, or Gemini's native one (key: GEMINI_API_KEY)",
     )
     parser.set_defaults(run=_demo)
 

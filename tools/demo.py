@@ -4,7 +4,11 @@ Without `--base-url` the model is the embedded scripted one (`demo_model`),
 served on loopback by `ModelServer`, so no key is needed; with `--base-url URL
 --model NAME` it is any OpenAI-compatible endpoint (key from `OPENAI_API_KEY`,
 none for local servers). Either way the real `OpenAICompatProvider`, the real
-`ToolRegistry` with two real tools and `run_generation_turn` do the work.
+`ToolRegistry` with two real tools and `run_generation_turn` do the work. With
+`--provider gemini` the same conversation speaks Gemini's native protocol
+through `GeminiProvider`: against the embedded model served by the loopback
+`GeminiServer` (signatures checked as Gemini 3 checks them), or, with
+`--base-url`, Gemini's API root (key from `GEMINI_API_KEY`).
 
 `Display` is the turn's channel and its step observer at once: text is shown as
 it arrives, each tool call with its arguments and result, and, on a terminal, a
@@ -29,6 +33,8 @@ from rich.text import Text
 
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.ports import Notice, StreamSpan
+from toolloop.effects.providers.gemini import GeminiProvider
+from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.engine import commands as fx
@@ -44,7 +50,7 @@ from toolloop.states import (
     TurnSettings,
     TurnStatus,
 )
-from toolloop.tools import demo_model, demo_tools
+from toolloop.tools import demo_gemini_model, demo_model, demo_tools
 from toolloop.tools.console_approvals import ConsoleApprovals
 from toolloop.tools.observed import traced
 
@@ -55,6 +61,8 @@ SYSTEM = (
     "get_time tool for the time of day; never guess either. Say in a few words what you "
     "are about to do before each tool call, then answer in one sentence."
 )
+GEMINI_KEY_VARIABLE = "GEMINI_API_KEY"
+PROVIDERS = ("openai", "gemini")
 
 
 def demo(
@@ -63,15 +71,21 @@ def demo(
     model: str | None = None,
     verbatim: bool = False,
     approve: bool = False,
+    provider: str = "openai",
 ) -> int:
     """Run the conversation and print it; 0 when the turn completed, 1 otherwise, 2 on misuse."""
     console = Console(highlight=False)
     if base_url is not None and model is None:
         console.print("toolloop demo: --base-url needs --model NAME", markup=False)
         return 2
+    if provider not in PROVIDERS:
+        console.print(f"toolloop demo: --provider is one of {', '.join(PROVIDERS)}", markup=False)
+        return 2
     status = 130
     try:
-        status = anyio.run(_converse, console, base_url, model, verbatim, approve, backend="trio")
+        status = anyio.run(
+            _converse, console, base_url, model, verbatim, approve, provider, backend="trio"
+        )
     except* KeyboardInterrupt:  # bare, or from inside the loop's task groups
         console.print("\ninterrupted", markup=False)
     except* demo_model.BadKey as bad:
@@ -81,11 +95,25 @@ def demo(
 
 
 async def _converse(
-    console: Console, base_url: str | None, model: str | None, v: bool, approve: bool
+    console: Console,
+    base_url: str | None,
+    model: str | None,
+    v: bool,
+    approve: bool,
+    kind: str,
 ) -> int:
-    with demo_model.endpoint(base_url) as url:
-        key = os.environ.get(demo_model.KEY_VARIABLE)
-        provider = demo_model.provider(url, base_url=base_url, model=model, key=key)
+    embedded = demo_gemini_model if kind == "gemini" else demo_model
+    with embedded.endpoint(base_url) as url:
+        provider: GeminiProvider | OpenAICompatProvider
+        if kind == "gemini":
+            key = "" if base_url is None else os.environ.get(GEMINI_KEY_VARIABLE, "")
+            name = "demo" if base_url is None else "endpoint"
+            provider = GeminiProvider(
+                base_url=url, model=model or embedded.MODEL, api_key=key, name=name
+            )
+        else:
+            key = os.environ.get(demo_model.KEY_VARIABLE)
+            provider = demo_model.provider(url, base_url=base_url, model=model, key=key)
         display = Display(console)
         display.header(url, provider.model, verbatim=v)
         async with provider:

@@ -34,13 +34,17 @@ def chunks(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield _tool_call(f"call_{len(results)}", name, args)
         yield _finish("tool_calls")
         return
-    total, clock = results.get("calculate", {}), results.get("get_time", {})
-    answer = (
+    yield from _text(answer(results))
+    yield _finish("stop")
+
+
+def answer(results: dict[str, Any]) -> str:
+    """The final answer, from the tool results by tool name."""
+    total, clock = results.get("calculate") or {}, results.get("get_time") or {}
+    return (
         f"17 × 23 + 4 is {total.get('value', '?')}, and in Tokyo it is now "
         f"{clock.get('time', '?')} ({clock.get('weekday', '?')})."
     )
-    yield from _text(answer)
-    yield _finish("stop")
 
 
 def _tool_results(messages: list[dict[str, Any]]) -> dict[str, Any]:

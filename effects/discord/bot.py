@@ -26,7 +26,7 @@ from toolloop.effects.discord.adapter import (
     WebhookVoice,
     no_pings,
 )
-from toolloop.effects.discord.messages import read_message, thread_opener
+from toolloop.effects.discord.messages import image_urls, read_message, thread_opener
 from toolloop.effects.discord.rate import Clock, EditWindow
 from toolloop.effects.discord.settings import BotSettings
 from toolloop.effects.discord.turns import (
@@ -126,17 +126,23 @@ class ToolloopBot(discord.Client):
         me = self.user.id if self.user is not None else 0
         if not self.settings.access.answers(message, me, self.webhook_ids()):
             return
-        text = await read_message(message, me)
-        if not text:  # nothing to answer: an empty prompt is never sent
+        said = await self.read(message, me)
+        if not (said.content or said.images):  # nothing to answer: never an empty prompt
             return
         transcript = self._transcript(message.channel.id)
         if not transcript and isinstance(message.channel, discord.Thread):
             opener = await thread_opener(message.channel)
             if opener is not None and opener.id != message.id:
-                context = await read_message(opener, me)
-                transcript.append(ContextItem(author=opener.author.display_name, content=context))
-        transcript.append(ContextItem(author=message.author.display_name, content=text))
+                transcript.append(await self.read(opener, me))
+        transcript.append(said)
         await self.turns.on_message(message)
+
+    async def read(self, message: discord.Message, me: int) -> ContextItem:
+        """A user's message as the model reads it: its images sent as images when the
+        provider accepts them (`messages.image_urls`), named like any file otherwise."""
+        images = image_urls(message) if self.provider.descriptor.accepts_images else ()
+        text = await read_message(message, me, sent=images)
+        return ContextItem(author=message.author.display_name, content=text, images=images)
 
     def webhook_ids(self) -> set[int]:
         """The persona's webhooks: a reply to one of their messages is a reply to the bot."""

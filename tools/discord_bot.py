@@ -68,7 +68,11 @@ async def serve(settings: BotSettings) -> None:
     """Log in and answer messages until the bot is closed."""
     with demo_model.endpoint(settings.base_url) as url:
         provider = demo_model.provider(
-            url, base_url=settings.base_url, model=settings.model, key=settings.api_key
+            url,
+            base_url=settings.base_url,
+            model=settings.model,
+            key=settings.api_key,
+            accepts_images=settings.vision,
         )
         async with (
             provider,

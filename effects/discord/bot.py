@@ -245,7 +245,8 @@ class ToolloopBot(discord.Client):
         return WebhookVoice(hook, persona, thread)
 
     async def respond(self, request: TurnRequest) -> GenerationTurnResult:
-        """Run the generation turn for the batch, and remember what the persona said."""
+        """Run the generation turn for the batch on its conversation (`conversation`), and
+        remember what the persona said in the transcript (Discord holds a reply chain)."""
         place_id, trigger = request.channel.channel_id, request.messages[-1]
         chained = self.settings.conversation == "reply_chain"
         transcript = self._transcript(place_id)

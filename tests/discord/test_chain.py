@@ -10,7 +10,7 @@ import discord.ext.test as dpytest
 from discord.ext.test import backend
 from discord.ext.test import factories as facts
 
-from tests.discord.conftest import EVERY_MESSAGE, configured, run
+from tests.discord.conftest import EVERY_MESSAGE, configured, run, thread_from
 from tests.effects.harness import ScriptProvider, completed
 from toolloop.effects.discord import BotSettings, ToolloopBot
 from toolloop.effects.registry import ToolRegistry
@@ -102,3 +102,33 @@ class TestReplyChain:
             return {k: v for k, v in bot.transcripts.items() if v}
 
         assert run(main) == {}
+
+    def test_a_thread_message_that_replies_to_nothing_follows_the_threads_opener(
+        self,
+    ) -> None:
+        """In a thread started from "Plan the trip to Kyoto", "And hotels?" replies to
+        nothing: the chain goes on to the message the thread was started from."""
+        provider = ScriptProvider(completed("Two ryokans."))
+
+        async def main() -> list[Any]:
+            bot = ToolloopBot(
+                BotSettings(token="test", access=EVERY_MESSAGE, conversation="reply_chain"),
+                provider=provider,
+                registry=ToolRegistry(),
+                intents=discord.Intents.all(),
+            )
+            await configured(bot)
+            config = dpytest.get_config()
+            opener = await dpytest.message("Plan the trip to Kyoto", channel=0)
+            await bot.turns.wait_idle()
+            provider.requests.clear()
+            thread = thread_from(opener, "Kyoto")
+            data = facts.make_message_dict(thread, config.members[1], content="And hotels?")
+            data["guild_id"] = thread.guild.id
+            backend.get_state().parse_message_create(data)
+            await dpytest.run_all_events()
+            await bot.turns.wait_idle()
+            (request,) = provider.requests
+            return [item.content for item in request.once.context if item.kind != "system"]
+
+        assert run(main) == ["Plan the trip to Kyoto", "And hotels?"]

@@ -9,6 +9,7 @@ import pytest
 
 from toolloop.effects.discord import Access, BadSetting, BotSettings, MissingSetting, Persona
 from toolloop.tools.cli import main
+from toolloop.tools.discord_bot import model_provider
 
 
 class TestFromEnv:
@@ -254,3 +255,18 @@ class TestFromFile:
             "de",
         )
         assert settings.access.answer_channels == frozenset({123456789012345678})
+
+
+def test_toolloop_discord_sends_images_only_with_vision() -> None:
+    """`TOOLLOOP_VISION=true` makes the endpoint's provider accept images; the default, and
+    the embedded demo model (which reads no images), do not."""
+    url = "http://127.0.0.1:8080/v1"
+    seen = {}
+    for label, env in {
+        "vision": {"TOOLLOOP_BASE_URL": url, "TOOLLOOP_VISION": "true"},
+        "default": {"TOOLLOOP_BASE_URL": url},
+        "demo": {"TOOLLOOP_VISION": "true"},
+    }.items():
+        settings = BotSettings.from_env({"DISCORD_TOKEN": "abc", **env})
+        seen[label] = model_provider(settings, url).descriptor.accepts_images
+    assert seen == {"vision": True, "default": False, "demo": False}

@@ -30,6 +30,9 @@ class ProviderDescriptor:
     """The MCP or tool server, for the registry's follow-up question."""
     endpoint: str | None = None
     """Where the provider is reached (a URL without credentials), for logs and error reports."""
+    accepts_images: bool = False
+    """The model reads images sent with a user's message (`ContextItem.images`); a host names
+    them to a provider that does not, rather than sending what it cannot read."""
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +86,8 @@ class ContextItem:
     reply_to: str | None = None
     metadata: JsonObject | None = None
     """Author and time references, set when the model revealed message metadata."""
+    images: tuple[str, ...] = ()
+    """URLs of images sent with a user's message, for a provider that accepts images."""
 
 
 @attrs.frozen(kw_only=True)

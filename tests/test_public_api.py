@@ -83,7 +83,7 @@ FACADES = {
         *("TurnRequest", "EditWindow", "Voice", "BotVoice", "WebhookVoice", "Clock"),
         *("AnyioClock", "cut_page", "notice_embed", "DeliveryError", "MissingSetting"),
         *("Access", "addressed", "read_message", "prompt", "no_pings", "paginate", "Page"),
-        *("ChannelEvent", "ChannelObserver", "BadSetting"),
+        *("ChannelEvent", "ChannelObserver", "BadSetting", "image_urls", "reply_chain"),
     },
 }
 SUBPACKAGES = {

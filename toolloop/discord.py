@@ -27,11 +27,13 @@ from toolloop.effects.discord import (
     WebhookVoice,
     addressed,
     cut_page,
+    image_urls,
     no_pings,
     notice_embed,
     paginate,
     prompt,
     read_message,
+    reply_chain,
 )
 
 __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
@@ -39,11 +41,13 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "ToolloopBot",
     "BotSettings",
     "Persona",
-    # who it answers, what it reads of a message, whom it may ping
+    # who it answers, what it reads of a message and a conversation, whom it may ping
     "Access",
     "addressed",
     "read_message",
+    "image_urls",
     "prompt",
+    "reply_chain",
     "no_pings",
     # its parts, for a bot of your own
     "DiscordChannel",

@@ -99,18 +99,28 @@ class BadKey(ToolloopError, ValueError):
 
 
 def provider(
-    url: str, *, base_url: str | None, model: str | None, key: str | None
+    url: str,
+    *,
+    base_url: str | None,
+    model: str | None,
+    key: str | None,
+    accepts_images: bool = False,
 ) -> OpenAICompatProvider:
     """The provider for `endpoint(base_url)`'s `url`; a key the provider refuses raises `BadKey`.
 
     The embedded model (no `base_url`) needs no key, so none is sent to it and a
-    stray one in the environment is not even read.
+    stray one in the environment is not even read; it reads no images either, so
+    `accepts_images` (the endpoint's model reads images) is for `base_url` only.
     """
     if base_url is None:
         return OpenAICompatProvider(base_url=url, model=model or MODEL, name="demo")
     try:
         return OpenAICompatProvider(
-            base_url=url, model=model or MODEL, api_key=key or None, name="endpoint"
+            base_url=url,
+            model=model or MODEL,
+            api_key=key or None,
+            name="endpoint",
+            accepts_images=accepts_images,
         )
     except ValueError as error:  # with no headers or extra body given, only the key is checked
         raise BadKey(f"{KEY_VARIABLE}: {error}") from None

@@ -20,6 +20,7 @@ import discord
 
 from toolloop.effects.discord.bot import ToolloopBot
 from toolloop.effects.discord.settings import TOKEN, BotSettings, MissingSetting
+from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry
 
@@ -64,12 +65,22 @@ def refused_login(error: discord.ClientException) -> str:
     )
 
 
+def model_provider(settings: BotSettings, url: str) -> OpenAICompatProvider:
+    """The provider at `url` (`demo_model.endpoint`): the settings' endpoint, which is sent
+    images when `vision` says its model reads them, or the embedded demo model."""
+    return demo_model.provider(
+        url,
+        base_url=settings.base_url,
+        model=settings.model,
+        key=settings.api_key,
+        accepts_images=settings.vision,
+    )
+
+
 async def serve(settings: BotSettings) -> None:
     """Log in and answer messages until the bot is closed."""
     with demo_model.endpoint(settings.base_url) as url:
-        provider = demo_model.provider(
-            url, base_url=settings.base_url, model=settings.model, key=settings.api_key
-        )
+        provider = model_provider(settings, url)
         async with (
             provider,
             ToolloopBot(settings, provider=provider, registry=demo_registry()) as bot,

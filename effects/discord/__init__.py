@@ -13,7 +13,8 @@ from toolloop.effects.discord.adapter import (
     notice_embed,
 )
 from toolloop.effects.discord.bot import ChannelEvent, ChannelObserver, ToolloopBot
-from toolloop.effects.discord.messages import prompt, read_message
+from toolloop.effects.discord.chain import reply_chain
+from toolloop.effects.discord.messages import image_urls, prompt, read_message
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
 from toolloop.effects.discord.settings import BadSetting, BotSettings, MissingSetting
 from toolloop.effects.discord.split import Page, cut_page, paginate
@@ -41,9 +42,11 @@ __all__ = [
     "WebhookVoice",
     "addressed",
     "cut_page",
+    "image_urls",
     "no_pings",
     "notice_embed",
     "paginate",
     "prompt",
     "read_message",
+    "reply_chain",
 ]

@@ -4,13 +4,16 @@
 that mention it or reply to it, and direct messages: `access.Access`) through
 the `TurnManager` (one turn per channel at a time), speaks through `DiscordChannel`
 (one message per stream, the persona's webhook when one is configured), offers
-`/kill` as a slash command, and keeps a short transcript per channel as the
-model's context. `BotSettings.from_env` reads its configuration.
+`/kill` as a slash command, and gives the model as its context either a short
+transcript it keeps per channel or the reply chain read from Discord
+(`BotSettings.conversation`, `chain`). `BotSettings.from_env` reads its
+configuration.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 from collections.abc import Callable
 
@@ -26,7 +29,8 @@ from toolloop.effects.discord.adapter import (
     WebhookVoice,
     no_pings,
 )
-from toolloop.effects.discord.messages import read_message, thread_opener
+from toolloop.effects.discord.chain import reply_chain
+from toolloop.effects.discord.messages import image_urls, read_message, thread_opener
 from toolloop.effects.discord.rate import Clock, EditWindow
 from toolloop.effects.discord.settings import BotSettings
 from toolloop.effects.discord.turns import (
@@ -115,9 +119,9 @@ class ToolloopBot(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         """A stop phrase stops (never reaching the transcript); a message the access policy
-        answers goes to the transcript as the model reads it (`messages.read_message`),
+        answers starts a turn, and goes to the transcript as the model reads it (`read`),
         after the message its thread was started from when it opens the thread's
-        transcript, and starts a turn."""
+        transcript (with `conversation = "reply_chain"` Discord holds it instead)."""
         if not from_a_user(message):
             return
         if self.turns.is_stop_phrase(message):
@@ -126,17 +130,52 @@ class ToolloopBot(discord.Client):
         me = self.user.id if self.user is not None else 0
         if not self.settings.access.answers(message, me, self.webhook_ids()):
             return
-        text = await read_message(message, me)
-        if not text:  # nothing to answer: an empty prompt is never sent
+        said = await self.read(message, me)
+        if not (said.content or said.images):  # nothing to answer: never an empty prompt
+            return
+        if self.settings.conversation == "reply_chain":
+            await self.turns.on_message(message)
             return
         transcript = self._transcript(message.channel.id)
         if not transcript and isinstance(message.channel, discord.Thread):
             opener = await thread_opener(message.channel)
             if opener is not None and opener.id != message.id:
-                context = await read_message(opener, me)
-                transcript.append(ContextItem(author=opener.author.display_name, content=context))
-        transcript.append(ContextItem(author=message.author.display_name, content=text))
+                transcript.append(await self.read(opener, me))
+        transcript.append(said)
         await self.turns.on_message(message)
+
+    async def read(self, message: discord.Message, me: int) -> ContextItem:
+        """A user's message as the model reads it: its images sent as images when the
+        provider accepts them (`messages.image_urls`), named like any file otherwise."""
+        images = image_urls(message) if self.provider.descriptor.accepts_images else ()
+        text = await read_message(message, me, sent=images)
+        return ContextItem(author=message.author.display_name, content=text, images=images)
+
+    async def read_chain(self, batch: tuple[discord.Message, ...]) -> list[ContextItem]:
+        """The reply chain the batch's last message ends, read from Discord (`chain`), the
+        batch's other messages before that message, at most `reply_chain_messages` in all;
+        the bot's consecutive messages (one reply cut into several) are joined."""
+        limit = self.settings.reply_chain_messages
+        chain = await reply_chain(batch[-1], limit=limit, mine=self.is_mine)
+        seen = {message.id for message in chain}
+        others = [message for message in batch[:-1] if message.id not in seen]
+        messages = [*chain[:-1], *others, batch[-1]][-limit:]
+        me = self.user.id if self.user is not None else 0
+        items = []
+        for mine, run in itertools.groupby(messages, key=self.is_mine):
+            if mine:
+                text = "\n".join(m.content for m in run if m.content)
+                items += [ContextItem(author=self.speaker, content=text)] if text else []
+                continue
+            for message in run:
+                item = await self.read(message, me)
+                items += [item] if item.content or item.images else []
+        return items
+
+    def is_mine(self, message: discord.Message) -> bool:
+        """The bot's own message, or its persona webhook's."""
+        me = self.user.id if self.user is not None else None
+        return message.author.id == me or message.webhook_id in self.webhook_ids()
 
     def webhook_ids(self) -> set[int]:
         """The persona's webhooks: a reply to one of their messages is a reply to the bot."""
@@ -206,14 +245,20 @@ class ToolloopBot(discord.Client):
         return WebhookVoice(hook, persona, thread)
 
     async def respond(self, request: TurnRequest) -> GenerationTurnResult:
-        """Run the generation turn for the batch, and remember what the persona said."""
+        """Run the generation turn for the batch on its conversation (`conversation`), and
+        remember what the persona said in the transcript (Discord holds a reply chain)."""
         place_id, trigger = request.channel.channel_id, request.messages[-1]
+        chained = self.settings.conversation == "reply_chain"
         transcript = self._transcript(place_id)
         answered = len(transcript)
         # the messages after `answered` arrived during the turn: its reply goes before them
         # (the transcript is cut to `TRANSCRIPT` only here, after the reply went in, so
         # `answered` still points where it did)
-        name = self.settings.persona.name if self.settings.persona else self.user_name
+        name = self.speaker
+        if chained:
+            conversation = await self.read_chain(request.messages)
+        else:
+            conversation = transcript[-TRANSCRIPT:]
         guild = trigger.guild
         result = await run_generation_turn(
             turn=TurnSettings(
@@ -221,7 +266,7 @@ class ToolloopBot(discord.Client):
                 persona=TurnPersona(name=name),
                 context=(
                     ContextItem(kind="system", content=SYSTEM.format(name=name)),
-                    *transcript[-TRANSCRIPT:],
+                    *conversation,
                 ),
                 channel_id=str(place_id),
                 direct_message=isinstance(request.channel.place, discord.DMChannel),
@@ -239,6 +284,8 @@ class ToolloopBot(discord.Client):
             on_event=None if self.on_event is None else functools.partial(self._seen, place_id),
         )
         result = await as_delivered(result, request.channel)  # only what Discord holds
+        if chained:  # Discord holds the conversation
+            return result
         said = [ContextItem(author=name, content=r.text) for r in result.persona_responses]
         transcript[answered:answered] = said
         del transcript[:-TRANSCRIPT]
@@ -249,7 +296,10 @@ class ToolloopBot(discord.Client):
         self.on_event(ChannelEvent(channel_id=channel_id, event=event))
 
     @property
-    def user_name(self) -> str:
+    def speaker(self) -> str:
+        """Whom the model speaks as: the persona, or the bot's user."""
+        if self.settings.persona is not None:
+            return self.settings.persona.name
         return self.user.name if self.user is not None else "toolloop"
 
     def _transcript(self, place_id: int) -> list[ContextItem]:

@@ -31,6 +31,8 @@ STALE = "TOOLLOOP_STALE_TURN_SECONDS"
 PING_REPLIED = "TOOLLOOP_PING_REPLIED_USER"
 LOCALE = "TOOLLOOP_LOCALE"
 ANSWER_ALL, DIRECT_MESSAGES = "TOOLLOOP_ANSWER_ALL", "TOOLLOOP_DIRECT_MESSAGES"
+VISION = "TOOLLOOP_VISION"
+CONVERSATION, CHAIN_MESSAGES = "TOOLLOOP_CONVERSATION", "TOOLLOOP_REPLY_CHAIN_MESSAGES"
 ID_LISTS = {
     "answer_channels": "TOOLLOOP_ANSWER_CHANNELS",
     "allow_users": "TOOLLOOP_ALLOW_USERS",
@@ -56,6 +58,9 @@ KEYS = {
     "locale": LOCALE,
     "answer_all": ANSWER_ALL,
     "direct_messages": DIRECT_MESSAGES,
+    "vision": VISION,
+    "conversation": CONVERSATION,
+    "reply_chain_messages": CHAIN_MESSAGES,
     **ID_LISTS,
 }
 """The keys of a configuration file and the environment variable each one stands for."""
@@ -65,6 +70,10 @@ SWITCH |= {"false": False, "no": False, "off": False, "0": False}
 """The words a yes/no setting takes (any case)."""
 STALE_RANGE = (1, 86_400)
 """A stale-turn timeout from a second to a day."""
+CONVERSATIONS = ("transcript", "reply_chain")
+"""Where the model's conversation comes from: the bot's memory, or Discord's reply chain."""
+CHAIN_RANGE = (1, 100)
+"""How many messages of a reply chain the model may read (Discord's fetches are one each)."""
 SNOWFLAKE_MAX = 2**64 - 1
 """Discord's ids are unsigned 64-bit integers."""
 WHOLE = re.compile(r"[0-9]+")
@@ -101,6 +110,13 @@ class BotSettings:
     """The language of the loop's notices, failure notices and cut markers."""
     access: Access = attrs.field(factory=Access)
     """Whom the bot answers, where, and who may stop a reply."""
+    vision: bool = False
+    """The model at `base_url` reads images: image attachments are sent to it as images."""
+    conversation: str = "transcript"
+    """`transcript`: the channel's recent messages the bot remembers (lost on a restart);
+    `reply_chain`: the messages the trigger replies to, read from Discord (`chain`)."""
+    reply_chain_messages: int = 25
+    """The most messages of a reply chain the model reads, the trigger included."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> BotSettings:
@@ -160,6 +176,9 @@ class _Source:
                 direct_messages=self.switch(DIRECT_MESSAGES, default=True),
                 **{field: self.ids(name) for field, name in ID_LISTS.items()},
             ),
+            vision=self.switch(VISION, default=False),
+            conversation=self.choice(CONVERSATION, CONVERSATIONS),
+            reply_chain_messages=self.whole(CHAIN_MESSAGES, *CHAIN_RANGE) or 25,
         )
 
     def label(self, name: str) -> str:
@@ -182,6 +201,16 @@ class _Source:
             raise BadSetting(
                 f"{self.label(LOCALE)} must be a language tag such as en, de or ja, got {raw!r}"
             )
+        return text
+
+    def choice(self, name: str, choices: tuple[str, ...]) -> str:
+        """`name`'s value, one of `choices` (any case), the first when unset or blank."""
+        raw = self.values.get(name, "")
+        text = raw.strip(BLANK).lower()
+        if not text:
+            return choices[0]
+        if text not in choices:
+            raise BadSetting(f"{self.label(name)} must be one of {', '.join(choices)}, got {raw!r}")
         return text
 
     def switch(self, name: str, *, default: bool) -> bool:

@@ -30,6 +30,9 @@ The request body (see `build_body`):
 * a context item of kind `message` is a `user` message, or an `assistant`
   message when its author is the turn's persona; a user message is prefixed
   `"{author}: "`, and the reference lines of revealed metadata come first;
+  a user message with images is in the content-part form (its text, then an
+  `image_url` part per image); a host adds images only when the provider
+  `accepts_images`;
 * an item of kind `system` is a `system` message as is; any other kind
   (enrichment) is a `system` message headed `[{kind}]`;
 * each tail directive is a `system` message after the context;
@@ -149,7 +152,8 @@ class OpenAICompatProvider:
     environment variable named by `api_key_env`; it is sent as a bearer token
     and never appears in a repr, a log line or an error message. Pass `client`
     to share a connection pool; otherwise the provider owns its client and
-    closes it in `aclose()` (or as an async context manager).
+    closes it in `aclose()` (or as an async context manager). `accepts_images`
+    says the model reads images (its descriptor tells the host to send them).
     """
 
     __slots__ = (
@@ -181,6 +185,7 @@ class OpenAICompatProvider:
         client: httpx.AsyncClient | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         verbatim_tool_call_max_buffer_chars: int = 8_192,
+        accepts_images: bool = False,
     ) -> None:
         self.model = model
         endpoint = httpx.URL(base_url.rstrip("/") + CHAT_PATH)
@@ -192,6 +197,7 @@ class OpenAICompatProvider:
             api_family=api_family,
             server=server,
             endpoint=_without_credentials(self._url),
+            accepts_images=accepts_images,
         )
         login = _basic_auth(endpoint, self._api_key)
         self._headers = _headers(self._api_key, {**login, **(headers or {})})
@@ -434,8 +440,11 @@ def context_message(item: ContextItem, persona_name: str) -> JsonObject:
         return {"role": "system", "content": f"[{item.kind}]\n{text}"}
     if item.author == persona_name:
         return {"role": "assistant", "content": _with_references(item, text)}
-    spoken = f"{item.author}: {text}" if item.author else text
-    return {"role": "user", "content": _with_references(item, spoken)}
+    spoken = _with_references(item, f"{item.author}: {text}" if item.author else text)
+    if not item.images:
+        return {"role": "user", "content": spoken}
+    images = [{"type": "image_url", "image_url": {"url": url}} for url in item.images]
+    return {"role": "user", "content": [{"type": "text", "text": spoken}, *images]}
 
 
 def _with_references(item: ContextItem, text: str) -> str:

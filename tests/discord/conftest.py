@@ -146,3 +146,32 @@ class Payloads:
             return await original(http, channel_id, params=params)
 
         monkeypatch.setattr(backend.FakeHttp, "send_message", send_message)
+
+
+def thread_from(opener: discord.Message, name: str) -> discord.Thread:
+    """A thread started from `opener` (so it has the opener's id), added to its guild."""
+    guild = opener.guild
+    assert guild is not None
+    thread = discord.Thread(
+        guild=guild,
+        state=backend.get_state(),
+        data={  # type: ignore[typeddict-item]
+            "id": str(opener.id),
+            "guild_id": str(guild.id),
+            "parent_id": str(opener.channel.id),
+            "owner_id": str(opener.author.id),
+            "name": name,
+            "type": 11,
+            "message_count": 0,
+            "member_count": 1,
+            "rate_limit_per_user": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": "2026-12-04T17:00:00+00:00",
+                "locked": False,
+            },
+        },
+    )
+    guild._add_thread(thread)
+    return thread

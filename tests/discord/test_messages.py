@@ -10,7 +10,7 @@ import pytest
 from discord.ext.test import backend
 from discord.ext.test import factories as facts
 
-from tests.discord.conftest import EVERY_MESSAGE, configured, run
+from tests.discord.conftest import EVERY_MESSAGE, configured, run, thread_from
 from tests.effects.harness import ScriptProvider, completed
 from toolloop.effects.discord import BotSettings, ToolloopBot
 from toolloop.effects.discord.messages import read_attachment
@@ -109,28 +109,7 @@ class TestThreads:
             opener = await dpytest.message("Plan the trip to Kyoto", channel=0)
             await bot.turns.wait_idle()
             provider.requests.clear()
-            thread = discord.Thread(
-                guild=opener.guild,  # type: ignore[arg-type]
-                state=backend.get_state(),
-                data={  # type: ignore[typeddict-item]
-                    "id": str(opener.id),  # a thread started from a message has its id
-                    "guild_id": str(opener.guild.id),  # type: ignore[union-attr]
-                    "parent_id": str(opener.channel.id),
-                    "owner_id": str(config.members[0].id),
-                    "name": "Kyoto",
-                    "type": 11,
-                    "message_count": 0,
-                    "member_count": 1,
-                    "rate_limit_per_user": 0,
-                    "thread_metadata": {
-                        "archived": False,
-                        "auto_archive_duration": 1440,
-                        "archive_timestamp": "2026-12-04T17:00:00+00:00",
-                        "locked": False,
-                    },
-                },
-            )
-            opener.guild._add_thread(thread)  # type: ignore[union-attr]
+            thread = thread_from(opener, "Kyoto")
             data = facts.make_message_dict(thread, config.members[1], content="And hotels?")
             data["guild_id"] = opener.guild.id  # type: ignore[union-attr]
             backend.get_state().parse_message_create(data)

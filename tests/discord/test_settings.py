@@ -9,13 +9,15 @@ import pytest
 
 from toolloop.effects.discord import Access, BadSetting, BotSettings, MissingSetting, Persona
 from toolloop.tools.cli import main
+from toolloop.tools.discord_bot import model_provider
 
 
 class TestFromEnv:
     """`BotSettings.from_env`: what each variable sets, and a clear error naming a bad one."""
 
     def test_every_variable_is_read(self) -> None:
-        """Token, endpoint, persona, stop phrase, thought log and stale timeout."""
+        """Token, endpoint, persona, stop phrase, thought log, stale timeout, vision and
+        the reply-chain conversation."""
         settings = BotSettings.from_env(
             {
                 "DISCORD_TOKEN": " abc ",
@@ -29,6 +31,9 @@ class TestFromEnv:
                 "TOOLLOOP_STALE_TURN_SECONDS": "90",
                 "TOOLLOOP_PING_REPLIED_USER": " Off ",
                 "TOOLLOOP_LOCALE": "de",
+                "TOOLLOOP_VISION": "yes",
+                "TOOLLOOP_CONVERSATION": " Reply_Chain ",
+                "TOOLLOOP_REPLY_CHAIN_MESSAGES": "10",
             }
         )
         assert settings == BotSettings(
@@ -42,6 +47,9 @@ class TestFromEnv:
             stale_turn_seconds=90.0,
             ping_replied_user=False,
             locale="de",
+            vision=True,
+            conversation="reply_chain",
+            reply_chain_messages=10,
         )
 
     def test_a_blank_token_is_missing(self) -> None:
@@ -69,6 +77,8 @@ class TestFromEnv:
             ),
             ("TOOLLOOP_STALE_TURN_SECONDS", "0.5", "must be from 1 to 86400, got '0.5'"),
             ("TOOLLOOP_STALE_TURN_SECONDS", "86401", "must be from 1 to 86400, got '86401'"),
+            ("TOOLLOOP_REPLY_CHAIN_MESSAGES", "0", "must be from 1 to 100, got '0'"),
+            ("TOOLLOOP_REPLY_CHAIN_MESSAGES", "101", "must be from 1 to 100, got '101'"),
         ],
     )
     def test_a_number_out_of_range_names_its_variable(
@@ -107,6 +117,14 @@ class TestFromEnv:
             BadSetting, match=r"^TOOLLOOP_PING_REPLIED_USER must be true or false, got 'maybe'$"
         ):
             BotSettings.from_env({"DISCORD_TOKEN": "abc", "TOOLLOOP_PING_REPLIED_USER": "maybe"})
+
+    def test_a_conversation_is_one_of_its_sources_by_name(self) -> None:
+        """`TOOLLOOP_CONVERSATION` is transcript or reply_chain; anything else is named."""
+        with pytest.raises(
+            BadSetting,
+            match=r"^TOOLLOOP_CONVERSATION must be one of transcript, reply_chain, got 'chain'$",
+        ):
+            BotSettings.from_env({"DISCORD_TOKEN": "abc", "TOOLLOOP_CONVERSATION": "chain"})
 
     def test_a_locale_is_a_language_tag_by_name(self) -> None:
         """Something that is not a language tag is refused, naming the variable."""
@@ -191,6 +209,8 @@ class TestFromFile:
             ("thought_log_channel = 0", "thought_log_channel must be from 1 to "),
             ("allow_users = [1, true]", "allow_users must be text, a number, true or false, or "),
             ("ping_replied_user = 'sometimes'", "ping_replied_user must be true or false, got "),
+            ("conversation = 'memory'", "conversation must be one of transcript, reply_chain, "),
+            ("reply_chain_messages = 500", "reply_chain_messages must be from 1 to 100, got "),
             ("stale_seconds = 5", "unknown key 'stale_seconds' (the keys are: allow_channels, "),
             ("[bot]", "unknown key 'bot' (the keys are: "),
             ("token = ", "not valid TOML: "),
@@ -235,3 +255,18 @@ class TestFromFile:
             "de",
         )
         assert settings.access.answer_channels == frozenset({123456789012345678})
+
+
+def test_toolloop_discord_sends_images_only_with_vision() -> None:
+    """`TOOLLOOP_VISION=true` makes the endpoint's provider accept images; the default, and
+    the embedded demo model (which reads no images), do not."""
+    url = "http://127.0.0.1:8080/v1"
+    seen = {}
+    for label, env in {
+        "vision": {"TOOLLOOP_BASE_URL": url, "TOOLLOOP_VISION": "true"},
+        "default": {"TOOLLOOP_BASE_URL": url},
+        "demo": {"TOOLLOOP_VISION": "true"},
+    }.items():
+        settings = BotSettings.from_env({"DISCORD_TOKEN": "abc", **env})
+        seen[label] = model_provider(settings, url).descriptor.accepts_images
+    assert seen == {"vision": True, "default": False, "demo": False}

@@ -90,6 +90,21 @@ log = logging.getLogger("toolloop")
 Observer = Callable[[IterationState, Event, Step], None]
 """Called after every step with the state before it, the event and the step (its effects)."""
 Outcome = GenerationTurnResult | Exception
+Recorder = Callable[[Event], Awaitable[None]]
+"""Awaited with every event before `step` sees it: a journal's write-ahead of the turn."""
+
+
+@attrs.frozen(kw_only=True)
+class StartFrom:
+    """Where a resumed attempt starts instead of `TurnStarted` (`toolloop.effects.durable`).
+
+    The loop performs `prelude` (the calls of a batch still running when the
+    process died, the chain's flag), then steps `event` from `state` as usual.
+    """
+
+    state: IterationState
+    event: Event
+    prelude: tuple[fx.Effect, ...] = ()
 
 
 class ImpersonationAborted(ToolloopError, RuntimeError):
@@ -129,6 +144,8 @@ async def run_tool_loop(
     observer: Observer | None = None,
     on_event: HostObserver | None = None,
     attempt: int = 0,
+    recorder: Recorder | None = None,
+    start_from: StartFrom | None = None,
 ) -> GenerationTurnResult:
     """Run one generation attempt to its result (or the error it raises, `ImpersonationAborted`).
 
@@ -136,7 +153,8 @@ async def run_tool_loop(
     enrichment tools put items into; without one, every take finds nothing (no
     tool can have put an item). `on_event` gets the
     typed host events (`toolloop.effects.observe`); `attempt` is this attempt's
-    index in the fallback chain, which names its streams.
+    index in the fallback chain, which names its streams. `recorder` and
+    `start_from` are the durable journal's hooks (`toolloop.effects.durable`).
     """
     async with anyio.create_task_group() as runners:
         interpreter = _Interpreter(
@@ -153,6 +171,8 @@ async def run_tool_loop(
             observer=observer,
             on_event=on_event,
             attempt=attempt,
+            recorder=recorder,
+            start_from=start_from,
             runners=runners,
         )
         outcome = await interpreter.supervise()
@@ -397,6 +417,8 @@ class _Interpreter:
     observer: Observer | None
     on_event: HostObserver | None
     attempt: int
+    recorder: Recorder | None
+    start_from: StartFrom | None
     runners: TaskGroup
     _alarm: _Alarm = attrs.field(init=False, factory=_Alarm)
     _outcome: Outcome | None = attrs.field(init=False, default=None)
@@ -431,8 +453,13 @@ class _Interpreter:
         """Start the runner and watch its calls until the attempt has its outcome."""
         self._killed = self.control.killed
         self._stream_timeout = self.config.stream_sdk_call_timeout_ms / 1000
-        self._state = initial_state(self.config, self.turn)
-        self._spawn(self._state, TurnStarted())
+        start = self.start_from
+        if start is None:
+            self._state = initial_state(self.config, self.turn)
+            self._spawn(self._state, TurnStarted())
+        else:
+            self._state = start.state
+            self._spawn(start.state, start.event, start.prelude)
         alarm = self._alarm
         while self._outcome is None:
             watched = self._current
@@ -504,19 +531,28 @@ class _Interpreter:
 
     # -- the runner ------------------------------------------------------------------------
 
-    def _spawn(self, state: IterationState, event: Event) -> None:
-        self._runner = self.runners.start_soon(self._drive, state, event)
+    def _spawn(
+        self, state: IterationState, event: Event, prelude: tuple[fx.Effect, ...] = ()
+    ) -> None:
+        self._runner = self.runners.start_soon(self._drive, state, event, prelude)
 
-    async def _drive(self, state: IterationState, event: Event) -> None:
+    async def _drive(
+        self, state: IterationState, event: Event, prelude: tuple[fx.Effect, ...] = ()
+    ) -> None:
         """Step the loop from `state` and `event` to its outcome, unless a call is taken.
 
         A taken call cancels its runner (`TaskHandle.cancel`, whose scope ends the
         task quietly) or, when it returns anyway, raises `_Superseded`. One frame
         for the whole chain: a frame per layer would be held by every waiting turn.
         """
-        observer = self.observer
+        observer, recorder = self.observer, self.recorder
         try:
+            for pending in map(self._perform, prelude):
+                if pending is not None:
+                    await pending
             while True:
+                if recorder is not None:
+                    await recorder(event)
                 out = step(state, event)
                 if observer is not None:
                     observer(state, event, out)

@@ -157,6 +157,8 @@ class RegisteredTool:
     """Runs alone within a batch of calls (SPEC 6b item 3)."""
     timeout_ms: int | None = None
     """Its own timeout, fresh per call, instead of `TOOL_EXECUTION_TIMEOUT_MS`."""
+    idempotent: bool = False
+    """Safe to run twice: a call in flight when the process died runs again on resume."""
 
 
 _Kept: TypeAlias = tuple[str, JsonObject | None, bool, bool, str | None, float]
@@ -184,6 +186,7 @@ class ToolRegistry:
         available: TurnGate | None = None,
         exclusive: bool = False,
         timeout: float | None = None,
+        idempotent: bool = False,
     ) -> RegisteredTool:
         """Add a tool; its schema is checked here, once, and a bad one raises `ToolSchemaError`.
 
@@ -195,7 +198,9 @@ class ToolRegistry:
         over the provider; None: all). `available` is a predicate over the turn's
         `ToolContext`. `exclusive`: the tool runs alone within a batch of calls.
         `timeout` (seconds, above zero): the tool's own timeout, fresh per call,
-        instead of `TOOL_EXECUTION_TIMEOUT_MS`.
+        instead of `TOOL_EXECUTION_TIMEOUT_MS`. `idempotent`: running it twice does
+        no harm, so a resumed turn runs a call again that a crash interrupted
+        (`toolloop.effects.durable`).
         """
         tool_name = function.__name__ if name is None else name
         if tool_name in self._tools:
@@ -226,6 +231,7 @@ class ToolRegistry:
             follow_up=_follow_up_rule(requires_follow_up),
             exclusive=exclusive,
             timeout_ms=timeout_ms,
+            idempotent=idempotent,
         )
         self._tools[tool_name] = tool
         self._specs = (None, ())
@@ -263,6 +269,11 @@ class ToolRegistry:
         """Whether the tool was registered `exclusive=True`; unknown: no."""
         registered = self._tools.get(tool)
         return registered is not None and registered.exclusive
+
+    def idempotent(self, tool: str) -> bool:
+        """Whether the tool was registered `idempotent=True`; unknown: no."""
+        registered = self._tools.get(tool)
+        return registered is not None and registered.idempotent
 
     def timeout_ms(self, tool: str) -> int | None:
         """The tool's own timeout in ms (`timeout=` at registration), or None."""

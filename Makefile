@@ -36,7 +36,7 @@ lint: install typed
 typed:
 	rm -rf $(TYPED) && mkdir -p $(TYPED)/toolloop
 	for p in $(PKGS); do ln -s ../../../$$p $(TYPED)/toolloop/$$p; done
-	for f in __init__.py py.typed; do ln -s ../../../toolloop/$$f $(TYPED)/toolloop/$$f; done
+	for f in __init__.py durable.py py.typed; do ln -s ../../../toolloop/$$f $(TYPED)/toolloop/$$f; done
 
 # The documentation site (mkdocs.yml); --strict fails on a broken link or reference.
 docs: install typed

@@ -133,10 +133,11 @@ async def resume(
 async def _end_stale(journal: Journal, journaled: JournaledTurn, ports: TurnPorts) -> None:
     catalog = ports.catalog or NoticeCatalog.default()
     minutes = round((time.time() - journaled.started_at) / 60)
+    key = fx.NoticeKey.TURN_INTERRUPTED.value
     notice = Notice(
-        key="turn_interrupted",
+        key=key,
         level=fx.Level.WARNING.value,
-        text=catalog.render("turn_interrupted", journaled.turn.locale, {"minutes": minutes}),
+        text=catalog.render(key, journaled.turn.locale, {"minutes": minutes}),
         hidden=False,
         iteration=0,
         identity=None,
@@ -162,7 +163,7 @@ async def _run(
     if where.streaming:
         channel.shown = delivered.get(len(events) - 1, "")
     if where.in_flight:
-        registry = _ResumedRegistry(registry, where.in_flight)
+        registry = _ResumedRegistry(registry, list(where.in_flight))
     try:
         result = await run_tool_loop(
             turn=turn,
@@ -260,7 +261,7 @@ class _ResumedRegistry:
     """The host's registry; a call in flight at the crash runs again only if idempotent."""
 
     inner: ToolRegistryPort
-    in_flight: list[FunctionCall] = attrs.field(converter=list)
+    in_flight: list[FunctionCall]
 
     async def execute(
         self, call: FunctionCall, context: ToolContext, invocation: ToolInvocation

@@ -17,10 +17,11 @@ import pytest
 
 from tests.durable.crash import CrashingJournal, When
 from tests.effects.harness import ScriptProvider
-from toolloop.durable import Journal, TurnPorts, resume, run_journaled
+from toolloop.durable import Journal, ReplayError, TurnPorts, resume, run_journaled
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolCall, ToolRegistry
+from toolloop.engine.events import TurnStarted
 from toolloop.states import (
     FunctionCall,
     GenerationTurnResult,
@@ -192,3 +193,37 @@ async def test_a_stream_cut_after_its_first_piece_goes_on_without_repeating_it(
     assert world.channel.texts == ["Let me ", "check.", "Charged", " once."]
     assert len(world.provider.requests) == 3  # the first stream was made twice
     assert result.stream_results[0].accumulated_text == "Let me check."
+
+
+async def test_a_turn_older_than_the_stale_timeout_ends_with_a_notice(tmp_path: Path) -> None:
+    """Not resumed: its channel gets the turn_interrupted notice and the journal lets it go."""
+    world = World()
+    async with await Journal.open(tmp_path / "j.db") as journal:
+        await journal.begin("old", LoopConfig(), TurnSettings(locale="de"))
+        await journal.append("old", 0, TurnStarted())
+        outcomes = await resume(journal, lambda journaled: world.ports(), stale_after=-1)
+        assert await journal.unfinished() == []
+    assert outcomes == {"old": None}
+    [notice] = world.channel.notices
+    assert (notice.key, notice.level) == ("turn_interrupted", "warning")
+    assert notice.text.startswith("Diese Antwort wurde vor 0 Min. durch einen Neustart")
+    assert world.provider.requests == []
+
+
+async def test_events_that_do_not_replay_are_that_turns_error_and_stay_journaled(
+    tmp_path: Path,
+) -> None:
+    """A log `step` refuses (another engine's) is a ReplayError naming the turn and the
+    event; the turn is left in the journal for a person to look at."""
+    world = World()
+    async with await Journal.open(tmp_path / "j.db") as journal:
+        await journal.begin("odd", LoopConfig(), TurnSettings())
+        await journal.append("odd", 0, TurnStarted())
+        await journal.append("odd", 1, TurnStarted())
+        outcomes = await resume(journal, lambda journaled: world.ports())
+        assert [turn.key for turn in await journal.unfinished()] == ["odd"]
+    error = outcomes["odd"]
+    assert isinstance(error, ReplayError)
+    assert str(error) == (
+        "turn 'odd' of the journal does not replay: Invalid event TurnStarted in phase streaming"
+    )

@@ -29,8 +29,9 @@ import attrs
 
 from toolloop.effects.durable.journal import Journal, JournaledTurn
 from toolloop.effects.durable.replay import standing
-from toolloop.effects.interpreter import run_tool_loop
+from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.notices import NoticeCatalog
+from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import (
     Channel,
     Notice,
@@ -61,7 +62,7 @@ STALE_AFTER_S = 15 * 60
 
 @attrs.frozen(kw_only=True)
 class TurnPorts:
-    """What a resumed turn runs against: the host's ports for the turn's channel."""
+    """What a turn runs against: the host's ports for its channel, as `run_tool_loop` takes them."""
 
     provider: Provider
     registry: ToolRegistryPort
@@ -71,6 +72,8 @@ class TurnPorts:
     stash: ContextStash | None = None
     reply_to: str | None = None
     verbatim: bool = False
+    observer: Observer | None = None
+    on_event: HostObserver | None = None
 
 
 async def run_journaled(
@@ -176,6 +179,8 @@ async def _run(
             stash=ports.stash,
             reply_to=ports.reply_to,
             verbatim=ports.verbatim,
+            observer=ports.observer,
+            on_event=ports.on_event,
             recorder=recorder,
             start_from=where.start_from,
         )

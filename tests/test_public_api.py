@@ -47,7 +47,8 @@ PUBLIC = {
     # traces
     *("Trace", "TraceError", "TraceStep", "dump_lines", "load_lines", "replay"),
 }
-SUBPACKAGES = {"effects", "engine", "specs", "states", "tools"}
+SUBPACKAGES = {"effects", "engine", "specs", "states", "tools", "durable"}
+"""The subpackages, and a capability's facade module (`toolloop.durable`) once imported."""
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -103,8 +102,8 @@ class Journal:
     def __init__(self, path: str, connection: sqlite3.Connection) -> None:
         self.path = path
         self._db = connection
-        self._lock = threading.Lock()
         self._limiter = anyio.CapacityLimiter(1)
+        """One SQLite call at a time: the connection is shared by the worker threads."""
 
     @classmethod
     async def open(cls, path: str | Path) -> Journal:
@@ -196,16 +195,15 @@ class Journal:
         await self._run(write)
 
     async def _run(self, work: Callable[[], T]) -> T:
-        def locked() -> T:
-            with self._lock:
-                try:
-                    return work()
-                except sqlite3.DatabaseError as error:
-                    if isinstance(error, sqlite3.IntegrityError):
-                        raise
-                    raise JournalError(self.path, str(error)) from None
+        def checked() -> T:
+            try:
+                return work()
+            except sqlite3.IntegrityError:
+                raise
+            except sqlite3.DatabaseError as error:
+                raise JournalError(self.path, str(error)) from None
 
-        return await anyio.to_thread.run_sync(locked, limiter=self._limiter)
+        return await anyio.to_thread.run_sync(checked, limiter=self._limiter)
 
 
 def _connect(path: str) -> sqlite3.Connection:

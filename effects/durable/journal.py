@@ -206,13 +206,29 @@ class Journal:
         return await anyio.to_thread.run_sync(checked, limiter=self._limiter)
 
 
+#: How long opening waits for another connection to let the file go, in seconds.
+BUSY_TIMEOUT_S = 1.0
+
+
 def _connect(path: str) -> sqlite3.Connection:
-    """The connection, in WAL mode, to a journal checked (or created) at `path`."""
+    """The connection, in WAL mode, to a journal checked (or created) at `path`, held alone.
+
+    The connection keeps an exclusive lock on the file until it closes: two bots
+    sharing a journal would resume each other's live turns. The operating system
+    drops the lock when the process dies, so a restart after `kill -9` opens it.
+    """
     try:
-        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        db.isolation_level = "DEFERRED"  # `with db:` then opens and commits one transaction
+        db = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None
+        )
+        db.execute("PRAGMA locking_mode = EXCLUSIVE")
         _check(path, db)
+        db.execute("BEGIN EXCLUSIVE")  # takes the lock that the connection then keeps
+        db.execute("COMMIT")
+        db.isolation_level = "DEFERRED"  # `with db:` then opens and commits one transaction
     except sqlite3.DatabaseError as error:  # "file is not a database", a torn header...
+        if getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
+            raise JournalError(path, "in use by another connection (one bot per journal)") from None
         raise JournalError(path, f"not a readable SQLite file ({error})") from None
     return db
 

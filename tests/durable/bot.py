@@ -3,8 +3,10 @@
 It resumes whatever turn the journal holds, or else starts one journaled turn
 against the loopback model server. What outlives it is on disk in the WORLD
 folder: `channel.jsonl` (each piece of text the channel accepted, flushed at
-once) and `charges.jsonl` (each run of the `charge` tool, which then waits for
-a confirmation that never comes: the test kills the process there).
+once), `committed.jsonl` (each piece once the journal committed it, so the
+test can kill outside the instant between the two) and `charges.jsonl` (each
+run of the `charge` tool, which then waits for a confirmation that never comes:
+the test kills the process there).
 """
 
 from __future__ import annotations
@@ -35,6 +37,17 @@ class FileChannel(RecordingChannel):
         await super().send_text(text, reply_to=reply_to)
 
 
+class SignallingJournal(Journal):
+    """The journal, telling the test when each piece of text is committed."""
+
+    world: Path
+
+    async def delivered(self, key: str, after: int, text: str) -> None:
+        await super().delivered(key, after, text)
+        with (self.world / "committed.jsonl").open("a") as out:
+            out.write(json.dumps(text) + "\n")
+
+
 def ports(world: Path, provider: OpenAICompatProvider) -> TurnPorts:
     registry = ToolRegistry()
 
@@ -54,7 +67,8 @@ def ports(world: Path, provider: OpenAICompatProvider) -> TurnPorts:
 async def main(journal_path: str, world_path: str, base_url: str) -> None:
     world = Path(world_path)
     provider = OpenAICompatProvider(base_url=base_url, model="m")
-    async with await Journal.open(journal_path) as journal:
+    async with await SignallingJournal.open(journal_path) as journal:
+        journal.world = world
         if await journal.unfinished():
             outcomes = await resume(journal, lambda _: ports(world, provider))
             [outcome] = outcomes.values()

@@ -118,9 +118,25 @@ class TestRefusedFiles:
         db = sqlite3.connect(path)
         db.execute("UPDATE events SET event = ?", (json.dumps({"_type": "Nope"}),))
         db.commit()
+        db.close()
         async with await Journal.open(path) as journal:
             with pytest.raises(JournalError, match=r"turn 't', event 0 is not readable"):
                 await journal.unfinished()
 
 
 _TABLES = ("turns", "events", "delivered")
+
+
+class TestOneOwner:
+    async def test_a_journal_open_elsewhere_is_refused(self, tmp_path: Path) -> None:
+        """Two bots on one file would resume each other's live turns: the second is refused."""
+        async with await Journal.open(tmp_path / "j.db"):
+            with pytest.raises(JournalError, match=r"in use by another connection"):
+                await Journal.open(tmp_path / "j.db")
+
+    async def test_a_closed_journal_opens_again(self, tmp_path: Path) -> None:
+        """The lock goes with the connection."""
+        async with await Journal.open(tmp_path / "j.db") as journal:
+            await journal.begin("t", LoopConfig(), TurnSettings())
+        async with await Journal.open(tmp_path / "j.db") as journal:
+            assert [turn.key for turn in await journal.unfinished()] == ["t"]

@@ -51,12 +51,14 @@ def restart_to_the_end(tmp_path: Path, server: OpenAIServer) -> str:
 
 
 def test_kill_9_in_the_middle_of_a_streamed_reply(tmp_path: Path, server: OpenAIServer) -> None:
-    """Killed after two of four pieces reached the channel; the restart streams the reply again
-    and the channel shows the whole reply once: the two pieces are not sent twice."""
+    """Killed while the model is silent after two of four pieces, both shown and journaled; the
+    restart streams the reply again and the channel shows the whole reply once: the two
+    pieces are not sent twice."""
     pieces = ("Let me ", "check ", "the ", "card.")
-    server.script(text_reply(*pieces).with_delay(0.3), text_reply(*pieces))
+    server.script(text_reply(*pieces).stalled_after(3), text_reply(*pieces))  # role, 2 pieces
     bot = start_bot(tmp_path, server)
-    wait_for(tmp_path / "channel.jsonl", 2)
+    wait_for(tmp_path / "committed.jsonl", 2)
+    assert lines(tmp_path / "channel.jsonl") == ["Let me ", "check "]
     kill_9(bot)
     outcome = restart_to_the_end(tmp_path, server)
     assert "status=<TurnStatus.COMPLETED" in outcome

@@ -97,6 +97,21 @@ log = logging.getLogger("toolloop")
 Observer = Callable[[IterationState, Event, Step], None]
 """Called after every step with the state before it, the event and the step (its effects)."""
 Outcome = GenerationTurnResult | Exception
+Recorder = Callable[[Event], Awaitable[None]]
+"""Awaited with every event before `step` sees it: a journal's write-ahead of the turn."""
+
+
+@attrs.frozen(kw_only=True)
+class StartFrom:
+    """Where a resumed attempt starts instead of `TurnStarted` (`toolloop.effects.durable`).
+
+    The loop performs `prelude` (the calls of a batch still running when the
+    process died, the chain's flag), then steps `event` from `state` as usual.
+    """
+
+    state: IterationState
+    event: Event
+    prelude: tuple[fx.Effect, ...] = ()
 
 
 class ImpersonationAborted(ToolloopError, RuntimeError):
@@ -138,6 +153,8 @@ async def run_tool_loop(
     attempt: int = 0,
     approvals: ApprovalPort | None = None,
     resume: IterationState | None = None,
+    recorder: Recorder | None = None,
+    start_from: StartFrom | None = None,
 ) -> GenerationTurnResult:
     """Run one generation attempt to its result (or the error it raises, `ImpersonationAborted`).
 
@@ -151,6 +168,8 @@ async def run_tool_loop(
     while the turn waited for approval (`toolloop.states.convert` writes it as JSON),
     from which this attempt goes on, asking again about its waiting calls
     (`toolloop.engine.resume`); `turn` and `config` must be the persisted state's.
+    `recorder` and `start_from` are the durable journal's hooks
+    (`toolloop.effects.durable`).
     """
     async with anyio.create_task_group() as runners:
         interpreter = _Interpreter(
@@ -167,6 +186,8 @@ async def run_tool_loop(
             observer=observer,
             on_event=on_event,
             attempt=attempt,
+            recorder=recorder,
+            start_from=start_from,
             runners=runners,
             approvals=approvals,
             resume=resume,
@@ -439,6 +460,8 @@ class _Interpreter:
     observer: Observer | None
     on_event: HostObserver | None
     attempt: int
+    recorder: Recorder | None
+    start_from: StartFrom | None
     runners: TaskGroup
     approvals: ApprovalPort | None = None
     """Where a person decides on the calls that need approval (SPEC 6c)."""
@@ -481,14 +504,18 @@ class _Interpreter:
         """Start the runner and watch its calls until the attempt has its outcome."""
         self._killed = self.control.killed
         self._stream_timeout = self.config.stream_sdk_call_timeout_ms / 1000
-        if self.resume is None:
-            self._state = initial_state(self.config, self.turn)
-            self._spawn(self._state, TurnStarted())
-        else:
+        start = self.start_from
+        if self.resume is not None:
             self._state = self.resume
             self._runner = self.runners.start_soon(
-                self._drive, self.resume, TurnStarted(), resumed(self.resume)
+                self._drive, self.resume, TurnStarted(), (), resumed(self.resume)
             )
+        elif start is not None:
+            self._state = start.state
+            self._spawn(start.state, start.event, start.prelude)
+        else:
+            self._state = initial_state(self.config, self.turn)
+            self._spawn(self._state, TurnStarted())
         alarm = self._alarm
         while self._outcome is None:
             watched = self._current
@@ -560,19 +587,32 @@ class _Interpreter:
 
     # -- the runner ------------------------------------------------------------------------
 
-    def _spawn(self, state: IterationState, event: Event) -> None:
-        self._runner = self.runners.start_soon(self._drive, state, event)
+    def _spawn(
+        self, state: IterationState, event: Event, prelude: tuple[fx.Effect, ...] = ()
+    ) -> None:
+        self._runner = self.runners.start_soon(self._drive, state, event, prelude)
 
-    async def _drive(self, state: IterationState, event: Event, first: Step | None = None) -> None:
+    async def _drive(
+        self,
+        state: IterationState,
+        event: Event,
+        prelude: tuple[fx.Effect, ...] = (),
+        first: Step | None = None,
+    ) -> None:
         """Step the loop from `state` and `event` to its outcome, unless a call is taken.
 
         A taken call cancels its runner (`TaskHandle.cancel`, whose scope ends the
         task quietly) or, when it returns anyway, raises `_Superseded`. One frame
         for the whole chain: a frame per layer would be held by every waiting turn.
         """
-        observer = self.observer
+        observer, recorder = self.observer, self.recorder
         try:
+            for pending in map(self._perform, prelude):
+                if pending is not None:
+                    await pending
             while True:
+                if recorder is not None and first is None:
+                    await recorder(event)
                 out = step(state, event) if first is None else first
                 if observer is not None and first is None:  # a resumed wait is no step
                     observer(state, event, out)

@@ -167,6 +167,8 @@ class RegisteredTool:
     """Its own timeout, fresh per call, instead of `TOOL_EXECUTION_TIMEOUT_MS`."""
     approval: ApprovalRule | None = None
     """Whether a call needs a person's approval first (SPEC 6c); None: never."""
+    idempotent: bool = False
+    """Safe to run twice: a call in flight when the process died runs again on resume."""
 
 
 _Kept: TypeAlias = tuple[str, JsonObject | None, bool, bool, str | None, float]
@@ -195,6 +197,7 @@ class ToolRegistry:
         exclusive: bool = False,
         timeout: float | None = None,
         requires_approval: bool | ApprovalRule = False,
+        idempotent: bool = False,
     ) -> RegisteredTool:
         """Add a tool; its schema is checked here, once, and a bad one raises `ToolSchemaError`.
 
@@ -209,6 +212,8 @@ class ToolRegistry:
         instead of `TOOL_EXECUTION_TIMEOUT_MS`. `requires_approval`: every call waits
         for a person's decision first (SPEC 6c), or, as a predicate over the call's
         arguments and the turn's `ToolContext`, the calls it says.
+        `idempotent`: running it twice does no harm, so a resumed turn runs a call
+        again that a crash interrupted (`toolloop.effects.durable`).
         """
         tool_name = function.__name__ if name is None else name
         if tool_name in self._tools:
@@ -240,6 +245,7 @@ class ToolRegistry:
             exclusive=exclusive,
             timeout_ms=timeout_ms,
             approval=_approval_rule(tool_name, requires_approval),
+            idempotent=idempotent,
         )
         self._tools[tool_name] = tool
         self._specs = (None, ())
@@ -292,6 +298,11 @@ class ToolRegistry:
         """Whether the tool was registered `exclusive=True`; unknown: no."""
         registered = self._tools.get(tool)
         return registered is not None and registered.exclusive
+
+    def idempotent(self, tool: str) -> bool:
+        """Whether the tool was registered `idempotent=True`; unknown: no."""
+        registered = self._tools.get(tool)
+        return registered is not None and registered.idempotent
 
     def timeout_ms(self, tool: str) -> int | None:
         """The tool's own timeout in ms (`timeout=` at registration), or None."""

@@ -33,6 +33,8 @@ class NoticeKey(enum.Enum):
     STREAM_INACTIVITY_TIMEOUT = "stream_inactivity_timeout"
     TOOL_CALL_FAILED = "tool_call_failed"
     DELIBERATE_TRIGGER = "deliberate_trigger"
+    #: Sent by a resumed host, never by `step`: a turn too old to resume (toolloop.durable).
+    TURN_INTERRUPTED = "turn_interrupted"
 
 
 class Level(enum.Enum):

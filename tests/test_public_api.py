@@ -77,6 +77,10 @@ FACADES = {
         "sdk_configured",
     },
     "toolloop.inspect": {"Inspector", "Running", "TokenRequired", "TurnView", "serve_in_thread"},
+    "toolloop.durable": {
+        *("Journal", "JournaledTurn", "TurnPorts", "run_journaled", "resume", "resume_turn"),
+        *("JournalError", "TurnInProgress", "ReplayError", "STALE_AFTER_S"),
+    },
     "toolloop.gemini": {"GeminiProvider", "DEFAULT_BASE_URL", "SKIP_SIGNATURE"},
     "toolloop.discord": {
         *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),
@@ -97,6 +101,7 @@ SUBPACKAGES = {
     "discord",
     "mcp",
     "gemini",
+    "durable",
 }
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,0 +1,312 @@
+"""Journaled attempts, and their resumption after the process died.
+
+`run_journaled` runs an attempt of the tool loop with every event written to
+the journal before `step` sees it, and every piece of streamed text the channel
+accepted written beside it. `resume` finds the turns a dead process left
+unfinished and carries each on from its last event:
+
+* a stream in flight is made again; the text the channel already shows is not
+  sent again (the new stream's text is matched against it, and only what goes
+  beyond it, or differs from it, is delivered);
+* a tool call in flight runs again only when its tool is registered
+  `idempotent=True`; otherwise it settles as a failure that tells the model the
+  call was interrupted by a restart and may have run;
+* a turn older than `stale_after` seconds is not resumed: it ends with the
+  `turn_interrupted` notice.
+
+A finished turn (a result or an error) is deleted from the journal; a
+cancelled one (the host shutting down) stays for the next start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+import attrs
+
+from toolloop.effects.durable.journal import Journal, JournaledTurn
+from toolloop.effects.durable.replay import standing
+from toolloop.effects.interpreter import Observer, run_tool_loop
+from toolloop.effects.notices import NoticeCatalog
+from toolloop.effects.observe import HostObserver
+from toolloop.effects.ports import (
+    Channel,
+    Notice,
+    Provider,
+    StreamSpan,
+    ToolInvocation,
+    ToolRegistryPort,
+    TurnControl,
+)
+from toolloop.effects.stash import ContextStash
+from toolloop.engine import commands as fx
+from toolloop.engine.events import Event
+from toolloop.states import (
+    FunctionCall,
+    GenerationTurnResult,
+    JsonObject,
+    LoopConfig,
+    ProviderDescriptor,
+    ToolContext,
+    ToolResult,
+    ToolSpec,
+    TurnSettings,
+)
+
+#: A turn left unfinished longer ago than this (seconds) ends with a notice, not resumed.
+STALE_AFTER_S = 15 * 60
+
+
+@attrs.frozen(kw_only=True)
+class TurnPorts:
+    """What a turn runs against: the host's ports for its channel, as `run_tool_loop` takes them."""
+
+    provider: Provider
+    registry: ToolRegistryPort
+    channel: Channel
+    control: TurnControl
+    catalog: NoticeCatalog | None = None
+    stash: ContextStash | None = None
+    reply_to: str | None = None
+    verbatim: bool = False
+    observer: Observer | None = None
+    on_event: HostObserver | None = None
+
+
+async def run_journaled(
+    journal: Journal, key: str, *, turn: TurnSettings, config: LoopConfig, ports: TurnPorts
+) -> GenerationTurnResult:
+    """Run one attempt with its events journaled under `key` (unique while the turn runs)."""
+    await journal.begin(key, config, turn)
+    return await _run(journal, key, turn, config, ports, events=(), delivered={})
+
+
+async def resume_turn(
+    journal: Journal, journaled: JournaledTurn, ports: TurnPorts
+) -> GenerationTurnResult:
+    """Carry on one unfinished turn from its last journaled event."""
+    return await _run(
+        journal,
+        journaled.key,
+        journaled.turn,
+        journaled.config,
+        ports,
+        events=journaled.events,
+        delivered=journaled.delivered,
+    )
+
+
+Outcome = GenerationTurnResult | Exception | None
+"""A resumed turn's result, the error it ended with, or None: stale, ended with a notice."""
+
+
+async def resume(
+    journal: Journal,
+    ports: Callable[[JournaledTurn], TurnPorts],
+    *,
+    stale_after: float = STALE_AFTER_S,
+) -> dict[str, Outcome]:
+    """Resume every unfinished turn of the journal at once; each one's outcome, by key.
+
+    `ports` gives the host's ports for a turn (its channel from `turn.turn.channel_id`).
+    """
+    outcomes: dict[str, Outcome] = {}
+    cutoff = time.time() - stale_after
+
+    async def one(journaled: JournaledTurn) -> None:
+        turn_ports = ports(journaled)
+        if journaled.started_at < cutoff:
+            outcomes[journaled.key] = None
+            await _end_stale(journal, journaled, turn_ports)
+            return
+        try:
+            outcomes[journaled.key] = await resume_turn(journal, journaled, turn_ports)
+        except Exception as error:  # one turn's failure is its outcome, not the others'
+            outcomes[journaled.key] = error
+
+    async with anyio.create_task_group() as group:
+        for journaled in await journal.unfinished():
+            group.start_soon(one, journaled)
+    return outcomes
+
+
+async def _end_stale(journal: Journal, journaled: JournaledTurn, ports: TurnPorts) -> None:
+    catalog = ports.catalog or NoticeCatalog.default()
+    minutes = round((time.time() - journaled.started_at) / 60)
+    key = fx.NoticeKey.TURN_INTERRUPTED.value
+    notice = Notice(
+        key=key,
+        level=fx.Level.WARNING.value,
+        text=catalog.render(key, journaled.turn.locale, {"minutes": minutes}),
+        hidden=False,
+        iteration=0,
+        identity=None,
+    )
+    await ports.channel.send_notice(notice)
+    await journal.finish(journaled.key)
+
+
+async def _run(
+    journal: Journal,
+    key: str,
+    turn: TurnSettings,
+    config: LoopConfig,
+    ports: TurnPorts,
+    *,
+    events: tuple[Event, ...],
+    delivered: dict[int, str],
+) -> GenerationTurnResult:
+    where = standing(key, config, turn, events)
+    recorder = _Recorder(journal, key, events)
+    channel = _JournaledChannel(ports.channel, recorder)
+    registry = ports.registry
+    if where.streaming:
+        channel.shown = delivered.get(len(events) - 1, "")
+    if where.in_flight:
+        registry = _ResumedRegistry(registry, list(where.in_flight))
+    try:
+        result = await run_tool_loop(
+            turn=turn,
+            config=config,
+            provider=ports.provider,
+            registry=registry,
+            channel=channel,
+            control=ports.control,
+            catalog=ports.catalog,
+            stash=ports.stash,
+            reply_to=ports.reply_to,
+            verbatim=ports.verbatim,
+            observer=ports.observer,
+            on_event=ports.on_event,
+            recorder=recorder,
+            start_from=where.start_from,
+        )
+    except Exception:
+        await journal.finish(key)
+        raise
+    await journal.finish(key)
+    return result
+
+
+class _Recorder:
+    """Appends each event to the journal; a resumed attempt's first event is already there."""
+
+    def __init__(self, journal: Journal, key: str, events: tuple[Event, ...]) -> None:
+        self._journal, self._key = journal, key
+        self.count = len(events)
+        """Events journaled so far: a stream answers event `count - 1`."""
+        self._replayed: Event | None = events[-1] if events else None
+
+    async def __call__(self, event: Event) -> None:
+        if event is self._replayed:  # `StartFrom.event`: stepped again, journaled once
+            self._replayed = None
+            return
+        await self._journal.append(self._key, self.count, event)
+        self.count += 1
+
+    async def delivered(self, text: str) -> None:
+        await self._journal.delivered(self._key, self.count - 1, text)
+
+
+@attrs.define
+class _JournaledChannel:
+    """The host's channel, with each piece of text it accepted journaled after it.
+
+    `shown`: text a stream in flight at the crash delivered, which the channel
+    still shows; the stream made again skips as much of its text as matches it.
+    """
+
+    inner: Channel
+    recorder: _Recorder
+    shown: str = ""
+
+    def stream_started(self, stream: StreamSpan) -> None:
+        self.inner.stream_started(stream)
+
+    def stream_ended(self, stream: StreamSpan) -> None:
+        self.shown = ""  # only the first stream of a resumed attempt repeats text
+        self.inner.stream_ended(stream)
+
+    async def send_text(self, text: str, *, reply_to: str | None) -> None:
+        if self.shown:
+            same = _common_prefix(self.shown, text)
+            self.shown = self.shown[same:] if same == len(text) else ""
+            text = text[same:]
+            if not text:
+                return
+        await self.inner.send_text(text, reply_to=reply_to)
+        await self.recorder.delivered(text)
+
+    async def send_notice(self, notice: Notice) -> None:
+        await self.inner.send_notice(notice)
+
+    async def send_hidden_notice(self, notice: Notice) -> None:
+        await self.inner.send_hidden_notice(notice)
+
+    def delivered_message_ids(self) -> Sequence[str]:
+        return self.inner.delivered_message_ids()
+
+    async def delete_messages(self, ids: Sequence[str]) -> None:
+        await self.inner.delete_messages(ids)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """How many leading characters `a` and `b` share."""
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+@attrs.define
+class _ResumedRegistry:
+    """The host's registry; a call in flight at the crash runs again only if idempotent."""
+
+    inner: ToolRegistryPort
+    in_flight: list[FunctionCall]
+
+    async def execute(
+        self, call: FunctionCall, context: ToolContext, invocation: ToolInvocation
+    ) -> ToolResult:
+        if call in self.in_flight:
+            self.in_flight.remove(call)
+            if not _idempotent(self.inner, call.name.strip()):
+                return interrupted(call.name.strip())
+        return await self.inner.execute(call, context, invocation)
+
+    def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:
+        return self.inner.specs(provider)
+
+    def requires_follow_up(
+        self, tool: str, provider: ProviderDescriptor, server: str | None
+    ) -> bool:
+        return self.inner.requires_follow_up(tool, provider, server)
+
+    def redact(self, tool: str, args: JsonObject | None) -> JsonObject | None:
+        return self.inner.redact(tool, args)
+
+    def exclusive(self, tool: str) -> bool:
+        return self.inner.exclusive(tool)
+
+    def timeout_ms(self, tool: str) -> int | None:
+        return self.inner.timeout_ms(tool)
+
+
+def interrupted(tool: str) -> ToolResult:
+    """The failure of a non-idempotent call that a crash interrupted: it may have run."""
+    return ToolResult(
+        success=False,
+        error=(
+            f"Tool {tool} was interrupted by a restart of the bot and may have run: "
+            "check its effect before calling it again"
+        ),
+    )
+
+
+def _idempotent(registry: Any, tool: str) -> bool:
+    """`ToolRegistry.idempotent`; a registry without the notion runs nothing twice."""
+    check = getattr(registry, "idempotent", None)
+    return bool(check(tool)) if callable(check) else False

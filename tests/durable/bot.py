@@ -1,0 +1,88 @@
+"""A bot process for the kill -9 tests: `python -m tests.durable.bot JOURNAL WORLD BASE_URL`.
+
+It resumes whatever turn the journal holds, or else starts one journaled turn
+against the loopback model server. What outlives it is on disk in the WORLD
+folder: `channel.jsonl` (each piece of text the channel accepted, flushed at
+once), `committed.jsonl` (each piece once the journal committed it, so the
+test can kill outside the instant between the two) and `charges.jsonl` (each
+run of the `charge` tool, which then waits for a confirmation that never comes:
+the test kills the process there).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import anyio
+
+from toolloop.durable import Journal, TurnPorts, resume, run_journaled
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.providers.openai_compat import OpenAICompatProvider
+from toolloop.effects.registry import ToolCall, ToolRegistry
+from toolloop.states import JsonObject, LoopConfig, TurnSettings
+
+
+class FileChannel(RecordingChannel):
+    """A channel whose every piece of text is appended to a file before the send returns."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    async def send_text(self, text: str, *, reply_to: str | None) -> None:
+        with self.path.open("a") as out:
+            out.write(json.dumps(text) + "\n")
+        await super().send_text(text, reply_to=reply_to)
+
+
+class SignallingJournal(Journal):
+    """The journal, telling the test when each piece of text is committed."""
+
+    world: Path
+
+    async def delivered(self, key: str, after: int, text: str) -> None:
+        await super().delivered(key, after, text)
+        with (self.world / "committed.jsonl").open("a") as out:
+            out.write(json.dumps(text) + "\n")
+
+
+def ports(world: Path, provider: OpenAICompatProvider) -> TurnPorts:
+    registry = ToolRegistry()
+
+    async def charge(args: JsonObject, call: ToolCall) -> JsonObject:
+        with (world / "charges.jsonl").open("a") as out:
+            out.write(json.dumps(args) + "\n")
+        await anyio.sleep_forever()  # waits for the bank, until the process is killed
+        raise AssertionError("unreachable")
+
+    registry.register(charge, parameters={"type": "object"})
+    channel = FileChannel(world / "channel.jsonl")
+    return TurnPorts(
+        provider=provider, registry=registry, channel=channel, control=MemoryTurnControl()
+    )
+
+
+async def main(journal_path: str, world_path: str, base_url: str) -> None:
+    world = Path(world_path)
+    provider = OpenAICompatProvider(base_url=base_url, model="m")
+    async with await SignallingJournal.open(journal_path) as journal:
+        journal.world = world
+        if await journal.unfinished():
+            outcomes = await resume(journal, lambda _: ports(world, provider))
+            [outcome] = outcomes.values()
+        else:
+            outcome = await run_journaled(
+                journal,
+                "turn-1",
+                turn=TurnSettings(),
+                config=LoopConfig(),
+                ports=ports(world, provider),
+            )
+    await provider.aclose()
+    (world / "outcome.json").write_text(json.dumps(repr(outcome)))
+
+
+if __name__ == "__main__":
+    anyio.run(main, *sys.argv[1:4])

@@ -1,0 +1,29 @@
+"""Turns that survive a restart of the bot's process: the embedded SQLite journal.
+
+    from toolloop.durable import Journal, TurnPorts, resume, run_journaled
+
+See docs/durable.md. Nothing here needs a server: SQLite is in the standard library.
+"""
+
+from toolloop.effects.durable.journal import Journal, JournaledTurn, JournalError, TurnInProgress
+from toolloop.effects.durable.replay import ReplayError
+from toolloop.effects.durable.resume import (
+    STALE_AFTER_S,
+    TurnPorts,
+    resume,
+    resume_turn,
+    run_journaled,
+)
+
+__all__ = [
+    "STALE_AFTER_S",
+    "Journal",
+    "JournalError",
+    "JournaledTurn",
+    "ReplayError",
+    "TurnInProgress",
+    "TurnPorts",
+    "resume",
+    "resume_turn",
+    "run_journaled",
+]

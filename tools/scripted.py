@@ -30,7 +30,7 @@ from toolloop.states import (
     StreamStatus,
     ToolResult,
 )
-from toolloop.states.errors import ToolloopError
+from toolloop.states.errors import InvalidOption, ToolloopError
 from toolloop.tools.scenario import Scenario, ScriptedResult, ScriptedStream, ScriptedTool
 
 T = TypeVar("T")
@@ -99,7 +99,7 @@ class ScriptedProvider:
         descriptor: ProviderDescriptor,
     ) -> None:
         if not streams:
-            raise ValueError("a scripted provider needs at least one stream")
+            raise InvalidOption("a scripted provider needs at least one stream")
         self._next = repeating_last(streams)
         self._control = control
         self._channel = channel

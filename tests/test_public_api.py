@@ -91,6 +91,8 @@ SUBPACKAGES = {
     "ports",
     "discord",
     "mcp",
+    "otel",
+    "inspect",
 }
 ROOT = Path(__file__).resolve().parent.parent
 

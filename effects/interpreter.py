@@ -122,6 +122,15 @@ class ImpersonationAborted(ToolloopError, RuntimeError):
     """
 
 
+class NoApprovalsPort(ToolloopError, TypeError):
+    """A call needs a person's approval (SPEC 6c), but the loop was given no approvals port."""
+
+
+class CoreMismatch(ToolloopError, TypeError):
+    """The engine asked for a step this interpreter cannot carry out: an effect it does
+    not know, or a step that ends waiting for nothing (engine and interpreter disagree)."""
+
+
 # What every provider call and tool builds, without attrs' call (`engine.construct`).
 _new_stream_request = constructor(StreamRequest)
 _new_stream_ended = constructor(StreamEnded)
@@ -648,7 +657,7 @@ class _Interpreter:
         """Carry out `effect`: done when None, else the awaitable that finishes it."""
         performer = _PERFORMERS.get(type(effect))
         if performer is None:
-            raise TypeError(
+            raise CoreMismatch(
                 f"received unrecognized effect {type(effect).__name__} ({effect!r}): "
                 "is the engine newer than this interpreter, or was a final effect "
                 "(Finish, RaiseError) placed before the end of a step?"
@@ -843,7 +852,7 @@ class _Interpreter:
     async def _ask_approval(self, effect: fx.AskApproval) -> None:
         """Ask the host in a task of its own and go on; the wait keeps its first deadline."""
         if self.approvals is None:
-            raise TypeError(
+            raise NoApprovalsPort(
                 f"tool {effect.request.tool} needs approval (SPEC 6c), but run_tool_loop was "
                 "given no approvals port: pass approvals= (for example MemoryApprovals)"
             )
@@ -1095,7 +1104,7 @@ an awaitable of the next event."""
 def _answer(effect: fx.Effect, event: Event | None) -> Event:
     """The awaited effect's answer; a step ending in a fire-and-forget effect is a broken core."""
     if event is None:
-        raise TypeError(
+        raise CoreMismatch(
             f"a step ended with {type(effect).__name__}, which answers nothing: a step "
             "must end with an awaited or a final effect (toolloop.engine.commands.AWAITED, FINAL)"
         )

@@ -9,11 +9,16 @@ from importlib import resources
 from typing import Any
 
 from toolloop.engine.commands import NoticeKey
+from toolloop.states.errors import InvalidOption, ToolloopError
 
 REQUIRED = frozenset(key.value for key in NoticeKey)
 """Every notice of SPEC 9, which the English texts must all have."""
 NOTICE_LIMIT = 1800
 """The failed-tool notice is cut to this many characters."""
+
+
+class UnknownNotice(ToolloopError, KeyError):
+    """A notice key that no locale of the catalog has, English included."""
 
 
 class NoticeCatalog:
@@ -22,7 +27,7 @@ class NoticeCatalog:
     def __init__(self, texts: Mapping[str, Mapping[str, str]]) -> None:
         missing = sorted(REQUIRED - set(texts.get("en", {})))
         if missing:
-            raise ValueError(
+            raise InvalidOption(
                 f"a notice catalog needs every notice in English (locale 'en'); missing: {missing}"
             )
         self._texts = texts
@@ -36,7 +41,9 @@ class NoticeCatalog:
         """The text of `key` in `locale` (or English), filled from `details`."""
         template = self._texts.get(locale, {}).get(key) or self._texts["en"].get(key)
         if template is None:
-            raise KeyError(f"no notice {key!r} in the catalog (known: {sorted(self._texts['en'])})")
+            raise UnknownNotice(
+                f"no notice {key!r} in the catalog (known: {sorted(self._texts['en'])})"
+            )
         return template.format_map(_Fill(details))
 
     def locales(self) -> frozenset[str]:

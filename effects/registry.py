@@ -57,6 +57,7 @@ from toolloop.states import (
     ToolResult,
     ToolSpec,
 )
+from toolloop.states.errors import ToolloopError
 from toolloop.states.json_policy import JsonInputError, check_json
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,10 @@ def _to_json(value: Any) -> str:
     if _C_ENCODER is None:  # a Python without the C accelerator
         return _ENCODER.encode(value)
     return "".join(_C_ENCODER(value, 0))
+
+
+class NotRegistered(ToolloopError, KeyError):
+    """`unregister` was given a name no tool is registered under."""
 
 
 @attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
@@ -272,7 +277,7 @@ class ToolRegistry:
     def unregister(self, name: str) -> None:
         """Remove a registered tool: a tool source whose server stopped offering it."""
         if self._tools.pop(name, None) is None:
-            raise KeyError(f'tool "{name}" is not registered')
+            raise NotRegistered(f'tool "{name}" is not registered')
         self._specs = (None, ())
 
     def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:

@@ -15,6 +15,7 @@ import itertools
 import anyio
 
 from toolloop.states import ContextItem
+from toolloop.states.errors import InvalidOption
 
 #: Items a stash holds by default.
 MAX_ITEMS = 64
@@ -27,9 +28,9 @@ class ContextStash:
 
     def __init__(self, *, max_items: int = MAX_ITEMS, ttl_s: float = TTL_S) -> None:
         if max_items < 1:
-            raise ValueError(f"ContextStash: max_items must be at least 1, got {max_items}")
+            raise InvalidOption(f"ContextStash: max_items must be at least 1, got {max_items}")
         if not ttl_s > 0:
-            raise ValueError(f"ContextStash: ttl_s must be a positive number, got {ttl_s}")
+            raise InvalidOption(f"ContextStash: ttl_s must be a positive number, got {ttl_s}")
         self._items: collections.OrderedDict[str, tuple[float, ContextItem]] = (
             collections.OrderedDict()
         )

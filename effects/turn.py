@@ -27,7 +27,7 @@ from toolloop.states import (
     TurnSettings,
     TurnStatus,
 )
-from toolloop.states.errors import ToolloopError
+from toolloop.states.errors import BrokenInvariant, InvalidOption, ToolloopError
 
 NUDGE_KIND = "verbatim_nudge"
 NUDGE = (
@@ -94,7 +94,7 @@ async def run_generation_turn(
     once for the turn.
     """
     if not attempts:
-        raise ValueError("run_generation_turn needs at least one attempt")
+        raise InvalidOption("run_generation_turn needs at least one attempt")
     stash = ContextStash() if stash is None else stash
     for index, attempt in enumerate(attempts):
         last = index == len(attempts) - 1
@@ -131,4 +131,4 @@ async def run_generation_turn(
                 return result
         superseded = channel.delivered_message_ids()[delivered_before:]
         await channel.delete_messages(superseded)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    raise BrokenInvariant("unreachable: the last attempt returns or raises")

@@ -29,7 +29,7 @@ from toolloop.engine.guards import CONTEXTS, Context, Fact, Guard
 from toolloop.engine.result import ended
 from toolloop.engine.table import ROWS, Move, Row
 from toolloop.states import ContextState, IterationState, LoopConfig, Phase, TurnSettings
-from toolloop.states.errors import ToolloopError
+from toolloop.states.errors import BrokenInvariant, ToolloopError
 
 __all__ = ["InvalidEvent", "Step", "initial_state", "step"]
 
@@ -82,13 +82,14 @@ def compile_rows(rows: Sequence[Row]) -> tuple[Transition, str]:
     names: dict[str, object] = {
         "Context": CONTEXTS.get(event, Context),
         "Draft": Draft,
+        "BrokenInvariant": BrokenInvariant,
         "Step": constructor(Step),  # built on every event: see `construct`
         "ended": ended,
     }
     lines = ["def transition(state, event):", "    ctx = Context(state, event)"]
     lines += _select([(number, row, row.when) for number, row in enumerate(rows)], names, "    ")
     lines.append(
-        "    raise AssertionError(f'no row of the table takes {event!r} in {state.phase}')"
+        "    raise BrokenInvariant(f'no row of the table takes {event!r} in {state.phase}')"
     )
     source = "\n".join(lines) + "\n"
     filename = f"<table {rows[0].source.value} {event.__name__}>"

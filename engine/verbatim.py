@@ -75,6 +75,7 @@ from typing import Any, Final
 
 import attrs
 
+from toolloop.states.errors import InvalidOption, UsageError
 from toolloop.states.json_policy import JsonInputError, loads
 
 __all__ = ["Feed", "Flush", "VerbatimCall", "VerbatimToolCallParser"]
@@ -190,7 +191,7 @@ def _sole_string_param(schema: Mapping[str, Any]) -> str | None:
 def _check_name(name: str) -> str:
     """Refuse a name that could never anchor, rather than silently never finding its calls."""
     if not name or not _NOT_IN_NAMES.isdisjoint(name):
-        raise ValueError(
+        raise InvalidOption(
             f"tool name {name!r} cannot anchor a verbatim call: "
             "it must be non-empty, without whitespace, backticks, parentheses or quotes"
         )
@@ -244,7 +245,7 @@ class VerbatimToolCallParser:
         self, *, tools: Mapping[str, Mapping[str, Any]], max_buffer_chars: int = 8192
     ) -> None:
         if max_buffer_chars < 1:
-            raise ValueError(f"max_buffer_chars must be >= 1 (got {max_buffer_chars!r})")
+            raise InvalidOption(f"max_buffer_chars must be >= 1 (got {max_buffer_chars!r})")
         self._names = frozenset(_check_name(name) for name in tools)
         self._no_args = frozenset(n for n, s in tools.items() if not s.get("required"))
         self._string_param = {
@@ -282,7 +283,7 @@ class VerbatimToolCallParser:
     def feed(self, text: str) -> Feed:
         """Scan ``text`` and hand out the next result: visible text up to a call, or the call."""
         if self._ended:
-            raise RuntimeError("feed() after flush(): the stream has already ended")
+            raise UsageError("feed() after flush(): the stream has already ended")
         if not self._out and len(text) == 1 and (feed := self._one_char(text)) is not None:
             return feed
         self._tick_at = self._paren_at = -1

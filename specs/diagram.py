@@ -36,7 +36,7 @@ from pathlib import Path
 from toolloop.engine.trace import Trace, load_bytes, replayed
 from toolloop.specs.machine import MACHINE, Declaration, Move
 from toolloop.states import Phase
-from toolloop.states.errors import ToolloopError
+from toolloop.states.errors import InvalidOption, ToolloopError
 
 FORMATS = ("mermaid", "dot", "svg", "png")
 Counts = Mapping[tuple[Phase, str], int]
@@ -51,6 +51,10 @@ class GraphvizMissing(ToolloopError, RuntimeError):
             f"--format {fmt} needs Graphviz's `dot`, which is not on PATH: install Graphviz "
             "(`apt-get install graphviz`, `brew install graphviz`), or use --format mermaid|dot"
         )
+
+
+class GraphvizFailed(ToolloopError, RuntimeError):
+    """Graphviz's `dot` ran and failed; the message carries what it printed."""
 
 
 class UndeclaredMove(ToolloopError, ValueError):
@@ -198,7 +202,7 @@ def render(dot_text: str, fmt: str) -> bytes:
         raise GraphvizMissing(fmt)
     done = subprocess.run(["dot", f"-T{fmt}"], input=dot_text.encode(), capture_output=True)
     if done.returncode != 0:
-        raise RuntimeError(f"dot -T{fmt} failed: {done.stderr.decode().strip()}")
+        raise GraphvizFailed(f"dot -T{fmt} failed: {done.stderr.decode().strip()}")
     return done.stdout
 
 
@@ -220,7 +224,7 @@ def diagram(fmt: str, trace_file: Path | None = None, *, rules: bool = False) ->
     With `rules`, each edge also names the SPEC rules of its moves.
     """
     if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+        raise InvalidOption(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     counts = None
     if trace_file is not None:
         trace = load_bytes(trace_file.read_bytes())

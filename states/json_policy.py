@@ -27,6 +27,7 @@ __all__ = [
     "MAX_JSON_CHARS",
     "MAX_JSON_DEPTH",
     "JsonInputError",
+    "NonJsonConstant",
     "check_json",
     "loads",
     "refuse_constant",
@@ -59,9 +60,13 @@ class JsonInputError(ToolloopError, ValueError):
         self.column = column
 
 
+class NonJsonConstant(ToolloopError, ValueError):
+    """`NaN`, `Infinity` or `-Infinity` in a text: Python's `json` reads them, JSON has none."""
+
+
 def refuse_constant(name: str) -> Any:
     """`parse_constant` for `json`: `NaN`, `Infinity` and `-Infinity` are not JSON."""
-    raise ValueError(f"{name} (not a JSON number)")
+    raise NonJsonConstant(f"{name} (not a JSON number)")
 
 
 def loads(

@@ -102,6 +102,8 @@ SUBPACKAGES = {
     "mcp",
     "gemini",
     "durable",
+    "otel",
+    "inspect",
 }
 ROOT = Path(__file__).resolve().parent.parent
 

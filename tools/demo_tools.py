@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from toolloop.states.errors import ToolloopError
+
 _OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -18,6 +20,11 @@ _OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
     ast.USub: operator.neg,
     ast.UAdd: operator.pos,
 }
+
+
+class DemoInputError(ToolloopError, ValueError):
+    """Input a demo tool cannot work on; the registry hands its message to the model."""
+
 
 CALCULATE = {
     "type": "object",
@@ -44,11 +51,11 @@ def _evaluate(node: ast.AST) -> Any:
         return node.value
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
         if isinstance(node.op, ast.Pow) and abs(_evaluate(node.right)) > 100:
-            raise ValueError("exponent too large")
+            raise DemoInputError("exponent too large")
         return _OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
         return _OPERATORS[type(node.op)](_evaluate(node.operand))
-    raise ValueError(f"not arithmetic: {ast.unparse(node)}")
+    raise DemoInputError(f"not arithmetic: {ast.unparse(node)}")
 
 
 def get_time(timezone: str) -> dict[str, Any]:
@@ -56,6 +63,6 @@ def get_time(timezone: str) -> dict[str, Any]:
     try:
         zone = ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {timezone!r}") from None
+        raise DemoInputError(f"unknown time zone {timezone!r}") from None
     now = datetime.datetime.now(zone)
     return {"timezone": timezone, "time": now.strftime("%H:%M"), "weekday": now.strftime("%A")}

@@ -34,7 +34,7 @@ from toolloop.states import (
     Verdict,
     args_digest,
 )
-from toolloop.states.errors import ToolloopError
+from toolloop.states.errors import InvalidOption, ToolloopError
 from toolloop.tools.scenario import (
     Scenario,
     ScriptedDecision,
@@ -132,7 +132,7 @@ class ScriptedProvider:
         descriptor: ProviderDescriptor,
     ) -> None:
         if not streams:
-            raise ValueError("a scripted provider needs at least one stream")
+            raise InvalidOption("a scripted provider needs at least one stream")
         self._next = repeating_last(streams)
         self._calls = 0
         """Provider calls made so far: a call's default id names its provider call."""

@@ -36,7 +36,7 @@ from anyio.abc import TaskGroup
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
 from toolloop.effects.discord.split import LIMIT, Fence, Page, cut_page, last_page
 from toolloop.effects.ports import Notice, StreamSpan
-from toolloop.states.errors import ToolloopError
+from toolloop.states.errors import ToolloopError, UsageError
 
 log = logging.getLogger("toolloop.discord")
 Place = discord.TextChannel | discord.Thread | discord.DMChannel
@@ -224,7 +224,7 @@ class DiscordChannel:
 
     def stream_started(self, stream: StreamSpan) -> None:
         if self._group is None:
-            raise RuntimeError("use the DiscordChannel as `async with DiscordChannel(...)`")
+            raise UsageError("use the DiscordChannel as `async with DiscordChannel(...)`")
         writer = _Writer(self, stream)
         if self._stopped:
             writer.stop()
@@ -241,7 +241,7 @@ class DiscordChannel:
     async def send_text(self, text: str, *, reply_to: str | None) -> None:
         writer = self._current
         if writer is None:
-            raise RuntimeError("send_text outside a stream: the interpreter starts one first")
+            raise UsageError("send_text outside a stream: the interpreter starts one first")
         await writer.append(text)
 
     async def send_notice(self, notice: Notice) -> None:
@@ -275,7 +275,7 @@ class DiscordChannel:
         with` block: one edit, keeping the text Discord confirmed it shows, a refusal
         logged."""
         if not self._exited:
-            raise RuntimeError("mark_cut is for after the turn's `async with DiscordChannel`")
+            raise UsageError("mark_cut is for after the turn's `async with DiscordChannel`")
         last = next((w for w in reversed(self._writers) if w.messages), None)
         if last is None:
             return

@@ -14,6 +14,8 @@ from typing import Protocol
 
 import anyio
 
+from toolloop.states.errors import InvalidOption
+
 EDITS, PERIOD = 5, 5.0
 """Discord allows 5 messages or edits per 5 seconds in a channel."""
 
@@ -23,7 +25,7 @@ class EditWindow:
 
     def __init__(self, edits: int = EDITS, period: float = PERIOD) -> None:
         if edits < 1 or period <= 0:
-            raise ValueError(
+            raise InvalidOption(
                 "an edit window needs edits >= 1 and period > 0 "
                 f"(got edits={edits}, period={period})"
             )

@@ -20,6 +20,8 @@ import re
 
 import attrs
 
+from toolloop.states.errors import InvalidOption
+
 LIMIT = 2000
 """Discord's limit on a message's content, in characters."""
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^`\n]*)$", re.MULTILINE)
@@ -69,7 +71,7 @@ def cut_page(text: str, limit: int = LIMIT, fence: Fence | None = None) -> Page 
     """The first page of `text` (which continues inside `fence`) when all of it does not fit
     on one, else None; the text left is `text[len(page.body):]`."""
     if limit < 1:
-        raise ValueError(f"a page limit must be at least 1 character (got {limit})")
+        raise InvalidOption(f"a page limit must be at least 1 character (got {limit})")
     reopen = _reopener(fence, limit)
     if len(reopen) + len(text) <= limit:
         return None

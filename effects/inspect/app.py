@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolloop.effects.inspect.board import Inspector
 from toolloop.effects.inspect.machine import machine
+from toolloop.states.errors import InvalidOption
 
 STATIC = Path(__file__).parent / "static"
 COOKIE = "toolloop_inspect"
@@ -52,7 +53,7 @@ def create_app(
     are the Host headers answered.
     """
     if rate <= 0:
-        raise ValueError(f"rate must be more than 0 pushes a second, not {rate}")
+        raise InvalidOption(f"rate must be more than 0 pushes a second, not {rate}")
     drawn = machine()
 
     async def index(request: Request) -> Response:

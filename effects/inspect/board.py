@@ -27,6 +27,7 @@ from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Step
 from toolloop.states import IterationState, TurnSettings
+from toolloop.states.errors import InvalidOption
 
 TIMELINE_LIMIT = 500
 """Entries a turn's timeline keeps (the newest)."""
@@ -138,7 +139,7 @@ class Inspector:
 
     def __init__(self, *, keep_finished: int = 200) -> None:
         if keep_finished < 0:
-            raise ValueError(f"keep_finished must be 0 or more, not {keep_finished}")
+            raise InvalidOption(f"keep_finished must be 0 or more, not {keep_finished}")
         self._lock = threading.Lock()
         self._turns: dict[int, TurnView] = {}
         self._finished: deque[int] = deque()

@@ -25,6 +25,10 @@ class TokenRequired(ToolloopError, ValueError):
     """A non-loopback bind was asked for without a token."""
 
 
+class ServeFailed(ToolloopError, OSError):
+    """The inspector's server did not start listening (the port taken, the address not ours)."""
+
+
 class Running:
     """A running inspector server: its `url` (with the token when it has one), and `stop`."""
 
@@ -89,7 +93,7 @@ def serve_in_thread(
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             server.should_exit = True
-            raise OSError(f"toolloop inspect: could not serve on {host}:{port}") from (
+            raise ServeFailed(f"toolloop inspect: could not serve on {host}:{port}") from (
                 failure[0] if failure else None
             )
         time.sleep(0.01)

@@ -46,7 +46,7 @@ from toolloop.effects.mcp.results import tool_result
 from toolloop.effects.mcp.servers import McpServer, open_transport
 from toolloop.effects.registry import FollowUpRule, ToolCall, ToolRegistry, ToolSchemaError
 from toolloop.states import JsonObject, ProviderDescriptor, ToolResult
-from toolloop.states.errors import ToolloopError
+from toolloop.states.errors import InvalidOption, ToolloopError
 
 log = logging.getLogger(__name__)
 
@@ -400,16 +400,16 @@ _PREFIX = re.compile(r"^[A-Za-z0-9_-]*$")
 def _check_options(prefix: str, positive: dict[str, float], not_negative: dict[str, float]) -> None:
     """Refuse what would fail on every tool (the prefix) or never end (a negative delay)."""
     if not _PREFIX.match(prefix):
-        raise ValueError(
+        raise InvalidOption(
             f"McpToolSource: prefix {prefix!r} must be letters, digits, '_' or '-' "
             "(it starts every tool's name); give prefix= to choose one"
         )
     for option, value in positive.items():
         if not value > 0:
-            raise ValueError(f"McpToolSource: {option} must be more than 0, got {value!r}")
+            raise InvalidOption(f"McpToolSource: {option} must be more than 0, got {value!r}")
     for option, value in not_negative.items():
         if not value >= 0:
-            raise ValueError(f"McpToolSource: {option} must be 0 or more, got {value!r}")
+            raise InvalidOption(f"McpToolSource: {option} must be 0 or more, got {value!r}")
 
 
 def _cause(error: BaseException) -> str:

@@ -51,6 +51,7 @@ from toolloop.states import (
     StreamResult,
     StreamStatus,
 )
+from toolloop.states.errors import InvalidOption
 from toolloop.states.json_policy import MAX_JSON_DEPTH, JsonInputError, check_json, loads
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,9 @@ class GeminiProvider:
         """Masks the key (and a URL's userinfo) wherever a server's words are quoted."""
         clash = sorted(RESERVED_BODY_KEYS & (extra_body or {}).keys())
         if clash:
-            raise ValueError(f"extra_body may not set {', '.join(clash)}: the adapter builds them")
+            raise InvalidOption(
+                f"extra_body may not set {', '.join(clash)}: the adapter builds them"
+            )
         self._extra_body = dict(extra_body or {})
         self._owns_client = client is None
         self._client = client if client is not None else httpx.AsyncClient()

@@ -76,6 +76,7 @@ from toolloop.states import (
     ToolHistoryEntry,
     ToolSpec,
 )
+from toolloop.states.errors import InvalidOption
 from toolloop.states.json_policy import (
     MAX_JSON_CHARS,
     MAX_JSON_DEPTH,
@@ -334,12 +335,12 @@ class OpenAICompatProvider:
 def _resolve_key(api_key: str | None, api_key_env: str | None) -> str | None:
     """The API key from its value or its environment variable (never both), fit for a header."""
     if api_key is not None and api_key_env is not None:
-        raise ValueError("give api_key or api_key_env, not both")
+        raise InvalidOption("give api_key or api_key_env, not both")
     if api_key_env is None:
         return None if api_key is None else _header_value(api_key, "the API key")
     value = os.environ.get(api_key_env, "").strip()
     if not value:
-        raise ValueError(f"environment variable {api_key_env} (the API key) is not set")
+        raise InvalidOption(f"environment variable {api_key_env} (the API key) is not set")
     return _header_value(value, f"the API key in environment variable {api_key_env}")
 
 
@@ -354,7 +355,7 @@ def _header_value(value: str, what: str) -> str:
     value = value.strip()
     for position, char in enumerate(value):
         if not " " <= char <= "~":
-            raise ValueError(
+            raise InvalidOption(
                 f"{what} has a character an HTTP header cannot carry at position {position} "
                 f"(U+{ord(char):04X}; only printable ASCII is allowed); the value is not shown"
             )
@@ -376,7 +377,7 @@ def _basic_auth(url: httpx.URL, api_key: str | None) -> dict[str, str]:
     if not url.userinfo:
         return {}
     if api_key:
-        raise ValueError("give the API key or a user and password in base_url, not both")
+        raise InvalidOption("give the API key or a user and password in base_url, not both")
     token = base64.b64encode(f"{url.username}:{url.password or ''}".encode()).decode("ascii")
     return {"Authorization": f"Basic {token}"}
 
@@ -406,7 +407,7 @@ def _checked_extra_body(extra: Mapping[str, Any]) -> dict[str, Any]:
     """The extra body parameters, refusing the keys the adapter builds itself."""
     clash = sorted(RESERVED_BODY_KEYS & extra.keys())
     if clash:
-        raise ValueError(f"extra_body may not set {', '.join(clash)}: the adapter builds them")
+        raise InvalidOption(f"extra_body may not set {', '.join(clash)}: the adapter builds them")
     return dict(extra)
 
 

@@ -106,10 +106,10 @@ async def _converse(
     with embedded.endpoint(base_url) as url:
         provider: GeminiProvider | OpenAICompatProvider
         if kind == "gemini":
-            key = "" if base_url is None else os.environ.get(GEMINI_KEY_VARIABLE, "")
+            gemini_key = "" if base_url is None else os.environ.get(GEMINI_KEY_VARIABLE, "")
             name = "demo" if base_url is None else "endpoint"
             provider = GeminiProvider(
-                base_url=url, model=model or embedded.MODEL, api_key=key, name=name
+                base_url=url, model=model or embedded.MODEL, api_key=gemini_key, name=name
             )
         else:
             key = os.environ.get(demo_model.KEY_VARIABLE)

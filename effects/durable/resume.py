@@ -294,6 +294,9 @@ class _ResumedRegistry:
     def timeout_ms(self, tool: str) -> int | None:
         return self.inner.timeout_ms(tool)
 
+    def needs_approval(self, call: FunctionCall, context: ToolContext) -> bool:
+        return self.inner.needs_approval(call, context)
+
 
 def interrupted(tool: str) -> ToolResult:
     """The failure of a non-idempotent call that a crash interrupted: it may have run."""

@@ -20,30 +20,21 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Playwright, sync_playwright
 
+from tests import opt_in
+
 HERE = Path(__file__).parent
 ARTEFACTS = HERE.parent.parent / "build" / "browser"
 URL = re.compile(r"toolloop inspect: (http://\S+)")
 
 
-def _enabled(config: pytest.Config) -> bool:
-    if os.environ.get("TOOLLOOP_BROWSER") == "1":
-        return True
-    markexpr = str(config.getoption("markexpr", "") or "")
-    return "browser" in markexpr and "not browser" not in markexpr
-
-
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Skip this folder unless the browser suite was asked for."""
-    if collection_path.suffix == ".py" and not _enabled(config):
-        return True
-    return None
+    """Skip this folder unless the `browser` suite was asked for."""
+    return opt_in.ignore_unless_asked(collection_path, config, "browser", "TOOLLOOP_BROWSER")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test of this folder `browser`."""
-    for item in items:
-        if HERE in item.path.parents:
-            item.add_marker(pytest.mark.browser)
+    opt_in.mark_folder(items, HERE, "browser")
 
 
 @pytest.fixture(scope="session")

@@ -19,12 +19,12 @@ Fixtures (all servers bind 127.0.0.1 on a free port and stop at session end):
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests import opt_in
 from tests.servers import build
 from tests.servers.harness import (
     CONTEXT_SIZE,
@@ -39,25 +39,14 @@ from tests.servers.harness import (
 HERE = Path(__file__).parent
 
 
-def _enabled(config: pytest.Config) -> bool:
-    if os.environ.get("TOOLLOOP_SERVERS") == "1":
-        return True
-    markexpr = str(config.getoption("markexpr", "") or "")
-    return "servers" in markexpr and "not servers" not in markexpr
-
-
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Skip this folder unless the servers suite was asked for."""
-    if collection_path.suffix == ".py" and not _enabled(config):
-        return True
-    return None
+    """Skip this folder unless the `servers` suite was asked for."""
+    return opt_in.ignore_unless_asked(collection_path, config, "servers", "TOOLLOOP_SERVERS")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test of this folder `servers`."""
-    for item in items:
-        if HERE in item.path.parents:
-            item.add_marker(pytest.mark.servers)
+    opt_in.mark_folder(items, HERE, "servers")
 
 
 def _require(ready: bool, what: str) -> None:

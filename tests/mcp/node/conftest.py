@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import opt_in
 from tests.mcp.conftest import ROOT
 from toolloop.effects.mcp import HttpServer, McpServer, StdioServer
 
@@ -29,25 +30,14 @@ EVERYTHING = ROOT / "build/mcp-node/node_modules/@modelcontextprotocol/server-ev
 """The package; its `dist/index.js` is the server."""
 
 
-def _enabled(config: pytest.Config) -> bool:
-    if os.environ.get("TOOLLOOP_MCP_NODE") == "1":
-        return True
-    markexpr = str(config.getoption("markexpr", "") or "")
-    return "mcp_node" in markexpr and "not mcp_node" not in markexpr
-
-
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Skip this folder unless the `mcp_node` suite was asked for."""
-    if collection_path.suffix == ".py" and not _enabled(config):
-        return True
-    return None
+    return opt_in.ignore_unless_asked(collection_path, config, "mcp_node", "TOOLLOOP_MCP_NODE")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test of this folder `mcp_node`."""
-    for item in items:
-        if HERE in item.path.parents:
-            item.add_marker(pytest.mark.mcp_node)
+    opt_in.mark_folder(items, HERE, "mcp_node")
 
 
 @pytest.fixture

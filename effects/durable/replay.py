@@ -2,8 +2,9 @@
 
 The journal stores events only; this module rebuilds the state from them and
 reads off what the process was doing when it died: the awaited effect of the
-last step (a stream, a tool, the calls of a batch), which the resumed attempt
-carries out again (`toolloop.effects.durable.resume`).
+last step (a stream, a tool, the calls of a batch, the calls waiting for a
+person's approval), which the resumed attempt carries out again
+(`toolloop.effects.durable.resume`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import attrs
 
 from toolloop.effects.interpreter import StartFrom
 from toolloop.engine import commands as fx
-from toolloop.engine.events import Event, StreamEnded, ToolSettled
+from toolloop.engine.events import ApprovalDecided, Event, StreamEnded, ToolSettled
 from toolloop.engine.step import InvalidEvent, initial_state, step
 from toolloop.states import FunctionCall, LoopConfig, TurnSettings
 from toolloop.states.errors import ToolloopError
@@ -47,19 +48,22 @@ def standing(
     The last event is not consumed: the resumed attempt steps it again, so the
     effects of that last step (its notices, its awaited effect) are carried out
     again: at least once for a crash in the middle of them. The calls of a batch
-    started by earlier steps and not settled are started again first.
+    started by earlier steps and not settled are started again first, and the
+    calls still waiting for approval are asked about again (each under a fresh
+    `TOOL_APPROVAL_TIMEOUT_MS`: the old process's timer died with it).
     """
     if not events:
         return Standing(start_from=None, in_flight=(), streaming=False)
     state = initial_state(config, turn)
-    started: dict[int, fx.StartTool] = {}
+    started: dict[int, fx.StartTool | fx.AskApproval] = {}
+    """The calls of the batch running or waiting for approval, by their position in it."""
     chain = False
     try:
         for event in events[:-1]:
             out = step(state, event)
             state = out.state
             _settle(started, event)
-            started.update((e.index, e) for e in out.effects if isinstance(e, fx.StartTool))
+            started.update((e.index, e) for e in out.effects if isinstance(e, _OPEN))
             chain = chain or any(isinstance(e, fx.MarkToolChainActive) for e in out.effects)
         last = step(state, events[-1]).effects
     except InvalidEvent as error:
@@ -77,9 +81,14 @@ def standing(
     )
 
 
-def _settle(started: dict[int, fx.StartTool], event: Event) -> None:
-    """A new stream's batch starts afresh; a settled call runs no more."""
+_OPEN = (fx.StartTool, fx.AskApproval)
+"""The effects that leave a call of the batch open until an event answers it."""
+
+
+def _settle(started: dict[int, fx.StartTool | fx.AskApproval], event: Event) -> None:
+    """A new stream's batch starts afresh; a settled call runs no more, a decided one waits
+    no more (a decision that is refused is asked again by the step it answers)."""
     if isinstance(event, StreamEnded):
         started.clear()
-    elif isinstance(event, ToolSettled):
+    elif isinstance(event, (ToolSettled, ApprovalDecided)):
         started.pop(event.index, None)

@@ -11,6 +11,8 @@ unfinished and carries each on from its last event:
 * a tool call in flight runs again only when its tool is registered
   `idempotent=True`; otherwise it settles as a failure that tells the model the
   call was interrupted by a restart and may have run;
+* a call waiting for a person's approval is asked about again, through the
+  restarted process's approvals port, under a fresh timeout;
 * a turn older than `stale_after` seconds is not resumed: it ends with the
   `turn_interrupted` notice.
 
@@ -33,6 +35,7 @@ from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import (
+    ApprovalPort,
     Channel,
     Notice,
     Provider,
@@ -62,7 +65,11 @@ STALE_AFTER_S = 15 * 60
 
 @attrs.frozen(kw_only=True)
 class TurnPorts:
-    """What a turn runs against: the host's ports for its channel, as `run_tool_loop` takes them."""
+    """What a turn runs against: the host's ports for its channel, as `run_tool_loop` takes them.
+
+    `approvals` is where a person decides on the calls that need approval: a turn
+    resumed while such a call waited asks it again there.
+    """
 
     provider: Provider
     registry: ToolRegistryPort
@@ -74,6 +81,7 @@ class TurnPorts:
     verbatim: bool = False
     observer: Observer | None = None
     on_event: HostObserver | None = None
+    approvals: ApprovalPort | None = None
 
 
 async def run_journaled(
@@ -181,6 +189,7 @@ async def _run(
             verbatim=ports.verbatim,
             observer=ports.observer,
             on_event=ports.on_event,
+            approvals=ports.approvals,
             recorder=recorder,
             start_from=where.start_from,
         )

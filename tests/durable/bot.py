@@ -6,7 +6,9 @@ folder: `channel.jsonl` (each piece of text the channel accepted, flushed at
 once), `committed.jsonl` (each piece once the journal committed it, so the
 test can kill outside the instant between the two) and `charges.jsonl` (each
 run of the `charge` tool, which then waits for a confirmation that never comes:
-the test kills the process there).
+the test kills the process there). A call of `delete_message` waits for a
+person's approval: the request is appended to `asked.jsonl`, and the decision
+is the file `decision-<call id>.json` the test writes (`FileApprovals`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,17 @@ from toolloop.durable import Journal, TurnPorts, resume, run_journaled
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.states import JsonObject, LoopConfig, TurnSettings
+from toolloop.states import (
+    ApprovalDecision,
+    ApprovalRequest,
+    JsonObject,
+    LoopConfig,
+    TurnSettings,
+    Verdict,
+)
+
+#: How often `FileApprovals` looks for the test's decision, in seconds.
+POLL_S = 0.02
 
 
 class FileChannel(RecordingChannel):
@@ -48,6 +60,25 @@ class SignallingJournal(Journal):
             out.write(json.dumps(text) + "\n")
 
 
+class FileApprovals:
+    """The approvals port of a bot whose person is the test: requests and decisions are files."""
+
+    def __init__(self, world: Path) -> None:
+        self.world = world
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        with (self.world / "asked.jsonl").open("a") as out:
+            out.write(json.dumps({"call_id": request.call_id, "digest": request.digest}) + "\n")
+        decision = self.world / f"decision-{request.call_id}.json"
+        while not decision.exists():
+            await anyio.sleep(POLL_S)
+        fields = json.loads(decision.read_text())
+        return ApprovalDecision(verdict=Verdict(fields["verdict"]), digest=fields["digest"])
+
+    async def withdraw(self, request: ApprovalRequest) -> None:
+        raise AssertionError("nothing kills these turns")
+
+
 def ports(world: Path, provider: OpenAICompatProvider) -> TurnPorts:
     registry = ToolRegistry()
 
@@ -57,10 +88,20 @@ def ports(world: Path, provider: OpenAICompatProvider) -> TurnPorts:
         await anyio.sleep_forever()  # waits for the bank, until the process is killed
         raise AssertionError("unreachable")
 
+    async def delete_message(args: JsonObject, call: ToolCall) -> JsonObject:
+        with (world / "deleted.jsonl").open("a") as out:
+            out.write(json.dumps(args) + "\n")
+        return {"deleted": args["id"]}
+
     registry.register(charge, parameters={"type": "object"})
+    registry.register(delete_message, parameters={"type": "object"}, requires_approval=True)
     channel = FileChannel(world / "channel.jsonl")
     return TurnPorts(
-        provider=provider, registry=registry, channel=channel, control=MemoryTurnControl()
+        provider=provider,
+        registry=registry,
+        channel=channel,
+        control=MemoryTurnControl(),
+        approvals=FileApprovals(world),
     )
 
 

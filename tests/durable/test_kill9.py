@@ -1,4 +1,4 @@
-"""`kill -9` of a bot process in the middle of a streamed reply and of a tool, then a restart.
+"""`kill -9` of a bot process mid-stream, mid-tool and while an approval waits, then a restart.
 
 The model server (the loopback one, in this test's process) and the world the
 bot acts on (its channel and its tool's effects, files the bot flushes) outlive
@@ -83,3 +83,31 @@ def test_kill_9_in_the_middle_of_a_tool(tmp_path: Path, server: OpenAIServer) ->
     assert "".join(shown) == "Charging.It may have gone through: please check."
     [tool_message] = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
     assert "interrupted by a restart of the bot and may have run" in tool_message["content"]
+
+
+def test_kill_9_while_an_approval_waits(tmp_path: Path, server: OpenAIServer) -> None:
+    """Killed while delete_message waits for a person: the restarted bot asks again (same call,
+    same digest), the approval given after the restart runs the call once, and the reply
+    ends once."""
+    server.script(
+        tool_call_reply("delete_message", {"id": "m1"}, text="Deleting."),
+        text_reply("Deleted ", "it."),
+    )
+    bot = start_bot(tmp_path, server)
+    wait_for(tmp_path / "asked.jsonl", 1)
+    kill_9(bot)
+    assert not (tmp_path / "deleted.jsonl").exists()
+    bot = start_bot(tmp_path, server)
+    wait_for(tmp_path / "asked.jsonl", 2)
+    first, again = lines(tmp_path / "asked.jsonl")
+    assert again == first
+    decision = tmp_path / f"decision-{again['call_id']}.json"
+    written = decision.with_suffix(".tmp")
+    written.write_text(json.dumps({"verdict": "approve", "digest": again["digest"]}))
+    written.rename(decision)  # whole, or not there: the bot never reads half a decision
+    assert bot.wait(PATIENCE_S) == 0
+    outcome = json.loads((tmp_path / "outcome.json").read_text())
+    assert "status=<TurnStatus.COMPLETED" in outcome
+    assert lines(tmp_path / "deleted.jsonl") == [{"id": "m1"}]
+    assert "".join(lines(tmp_path / "channel.jsonl")) == "Deleting.Deleted it."
+    assert len(server.requests) == 2

@@ -11,9 +11,13 @@ those of the run that never crashed. Left out, with the reason:
   dead process's turn control, so a restart does not see them;
 * stalls, hanging or slow tools and raising scripts: their outcome is a timer
   or an error of the process, which a restart does not carry over;
-* tools with more than one scripted result: a script consumed by the run that
-  died is consumed again by the one that resumes, so the result would differ
-  for the script's bookkeeping, not for the journal's.
+* tools with more than one scripted result or approval decision, or a decision
+  that is delayed, a timeout or a kill: a script consumed by the run that died
+  is consumed again by the one that resumes, so the result would differ for the
+  script's bookkeeping, not for the journal's (and a timeout is a timer).
+
+The scenario's person (its approval decisions) answers in the resumed process
+too: a call that waited for approval when the process died is asked again.
 
 Every scripted tool is pure, so the resumed process declares them idempotent:
 a call in flight runs again, as its result is the same.
@@ -32,7 +36,12 @@ from toolloop.engine.config import parse_config
 from toolloop.engine.events import StreamEnded
 from toolloop.states import GenerationTurnResult
 from toolloop.tools.scenario import Scenario, load_scenario
-from toolloop.tools.scripted import ScriptedChannel, ScriptedTurnControl, scripted_ports
+from toolloop.tools.scripted import (
+    ScriptedApprovals,
+    ScriptedChannel,
+    ScriptedTurnControl,
+    scripted_ports,
+)
 
 LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -52,6 +61,14 @@ def calm(scenario: Scenario) -> bool:
     tools_calm = all(
         len(tool.results) == 1
         and not any(r.hang or r.kill or r.raises or r.delay_ms for r in tool.results)
+        and (
+            tool.approval is None
+            or (
+                len(tool.approval) == 1
+                and tool.approval[0].kind in ("approve", "deny")
+                and not tool.approval[0].delay_ms
+            )
+        )
         for tool in scenario.tools
     )
     return streams_calm and tools_calm and not scenario.turn.stop_context_queued
@@ -89,7 +106,11 @@ class World:
         provider._calls = streams_made  # a call's default id names its provider call
         registry.idempotent = lambda tool: True  # type: ignore[method-assign]  # pure scripts
         return TurnPorts(
-            provider=provider, registry=registry, channel=self.channel, control=control
+            provider=provider,
+            registry=registry,
+            channel=self.channel,
+            control=control,
+            approvals=ScriptedApprovals(scenario.tools, control),
         )
 
     def resumed_ports(self, journaled: JournaledTurn) -> TurnPorts:
@@ -155,3 +176,13 @@ def test_most_of_the_library_is_swept() -> None:
     """The sweep covers the calm scenarios: at least half the library."""
     library = [p for p in LIBRARY.glob("*.json") if not p.name.endswith(".expected.json")]
     assert len(SCENARIOS) >= len(library) // 2
+
+
+def test_the_sweep_crashes_turns_that_wait_for_approval() -> None:
+    """The approval scenarios with one plain decision per tool are swept (SPEC 6c)."""
+    swept = {path.stem for path in SCENARIOS}
+    assert {
+        "approval_approved_call_runs",
+        "approval_denied_with_reason",
+        "approval_invalid_arguments_never_asked",
+    } <= swept

@@ -1,4 +1,4 @@
-"""What a host shows of a running turn, as typed events: streams, tools, notices, the finish.
+"""What a host shows of a running turn, as typed events: streams, tools, approvals, notices.
 
 `run_tool_loop(on_event=...)` calls the host with these as they happen, so a
 bot's status line or a log never reads the engine's effects (`StreamOnce`,
@@ -14,15 +14,17 @@ import attrs
 
 from toolloop.effects.ports import Notice
 from toolloop.engine import commands as fx
-from toolloop.engine.events import Event, StreamEnded, ToolSettled
+from toolloop.engine.events import ApprovalDecided, Event, StreamEnded, ToolSettled
 from toolloop.engine.step import Step
 from toolloop.engine.table import TABLE
 from toolloop.states import (
+    BatchCall,
     GenerationTurnResult,
     IterationState,
     JsonObject,
     Phase,
     StreamStatus,
+    Verdict,
 )
 
 
@@ -78,6 +80,64 @@ class ToolFinished:
 
 
 @attrs.frozen(kw_only=True)
+class ApprovalAsked:
+    """A call waits for a person's decision (SPEC 6c); its arguments have secrets redacted.
+
+    A call is asked again after a decision given for other arguments, under the
+    wait's first deadline: the same `call_id` then has two `ApprovalAsked`.
+    """
+
+    attempt: int
+    iteration: int
+    name: str
+    call_id: str
+    args: JsonObject | None
+    timeout_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalAnswered:
+    """A person decided on a waiting call.
+
+    `accepted` is False when the decision named other arguments than the call's: it
+    is refused, and the call is asked again (an `ApprovalAsked` follows).
+    """
+
+    attempt: int
+    iteration: int
+    name: str
+    call_id: str
+    verdict: Verdict
+    accepted: bool
+    by: str | None
+    reason: str | None
+    """The person's words for a denial: content, which telemetry records only on opt-in."""
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalExpired:
+    """Nobody decided within `TOOL_APPROVAL_TIMEOUT_MS`: the call is refused, never run."""
+
+    attempt: int
+    iteration: int
+    name: str
+    call_id: str
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalWithdrawn:
+    """The turn was killed while the call waited: the host's prompt is withdrawn, never run."""
+
+    attempt: int
+    iteration: int
+    name: str
+    call_id: str
+
+
+ApprovalEvent = ApprovalAsked | ApprovalAnswered | ApprovalExpired | ApprovalWithdrawn
+
+
+@attrs.frozen(kw_only=True)
 class NoticeShown:
     """A notice reached the channel, or the thought log when it is hidden."""
 
@@ -99,6 +159,10 @@ HostEvent = (
     | StreamFinished
     | ToolStarted
     | ToolFinished
+    | ApprovalAsked
+    | ApprovalAnswered
+    | ApprovalExpired
+    | ApprovalWithdrawn
     | NoticeShown
     | TurnFinished
 )
@@ -144,6 +208,8 @@ def host_events(
             duration_ms=event.duration_ms,
             call_id=getattr(call, "call_id", ""),
         )
+    elif isinstance(event, ApprovalDecided) and (pending := state.pending) is not None:
+        yield approval_ended(attempt, state.iteration, pending.batch[event.index], event, out)
     for effect in out.effects:
         if isinstance(effect, fx.StreamOnce):
             yield StreamStarted(attempt=attempt, iteration=effect.iteration)
@@ -156,5 +222,42 @@ def host_events(
                 args=redact(name, args),
                 call_id=effect.call.call_id,
             )
+        elif isinstance(effect, fx.AskApproval):
+            request = effect.request
+            yield ApprovalAsked(
+                attempt=attempt,
+                iteration=out.state.iteration,
+                name=request.tool,
+                call_id=request.call_id,
+                args=redact(request.tool, request.args),
+                timeout_ms=effect.timeout_ms,
+            )
         elif isinstance(effect, fx.Finish):
             yield TurnFinished(attempt=attempt, result=effect.result)
+
+
+def approval_ended(
+    attempt: int, iteration: int, waited: BatchCall, event: ApprovalDecided, out: Step
+) -> ApprovalEvent:
+    """How one wait ended, read off its step: withdrawn (the step withdraws the request),
+    expired (no decision), else answered; `waited` is the call as it stood before."""
+    call = waited.call
+    if any(isinstance(effect, fx.WithdrawApproval) for effect in out.effects):
+        return ApprovalWithdrawn(
+            attempt=attempt, iteration=iteration, name=call.name, call_id=call.call_id
+        )
+    decision = event.decision
+    if decision is None:
+        return ApprovalExpired(
+            attempt=attempt, iteration=iteration, name=call.name, call_id=call.call_id
+        )
+    return ApprovalAnswered(
+        attempt=attempt,
+        iteration=iteration,
+        name=call.name,
+        call_id=call.call_id,
+        verdict=decision.verdict,
+        accepted=decision.digest == waited.digest,
+        by=decision.by,
+        reason=decision.reason,
+    )

@@ -8,7 +8,8 @@ by their `version`, which every change bumps. A finished turn stays browsable
 until `keep_finished` newer ones have finished.
 
 The timeline records what happened, never what was said: moves, provider calls
-with their status, tool names with their outcome and duration, notice keys.
+with their status, tool names with their outcome and duration, approval waits
+with their outcome (never the arguments, the reason or who decided), notice keys.
 """
 
 from __future__ import annotations
@@ -22,11 +23,17 @@ from contextlib import contextmanager
 from typing import Any
 
 from toolloop.effects.clock import loop_clock
-from toolloop.effects.observe import move_rules
+from toolloop.effects.observe import (
+    ApprovalAnswered,
+    ApprovalEvent,
+    ApprovalExpired,
+    approval_ended,
+    move_rules,
+)
 from toolloop.engine import commands as fx
-from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
+from toolloop.engine.events import ApprovalDecided, Event, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Step
-from toolloop.states import IterationState, TurnSettings
+from toolloop.states import IterationState, TurnSettings, Verdict
 from toolloop.states.errors import InvalidOption
 
 TIMELINE_LIMIT = 500
@@ -82,18 +89,23 @@ class TurnView:
         add = self.timeline.append
         if isinstance(event, StreamEnded):
             add(f"{head}\tprovider\tcall ended: {event.result.status.value}")
-        elif isinstance(event, ToolSettled) and state.pending is not None:
+        elif isinstance(event, ToolSettled) and (pending := state.pending) is not None:
             outcome = "succeeded" if event.result.success else "failed"
-            name = _plain(state.pending.name)
+            name = _plain(pending.batch[event.index].call.name if pending.batch else pending.name)
             add(f"{head}\ttool\t{name} {outcome} in {event.duration_ms} ms")
+        elif isinstance(event, ApprovalDecided) and (pending := state.pending) is not None:
+            ended = approval_ended(self.attempt, state.iteration, pending.batch[event.index], event, out)
+            add(f"{head}\tapproval\t{_plain(ended.name)} {_approval_outcome(ended)}")
         dest, move = out.state.phase, out.move
         rule = _RULES.get((state.phase, type(event), move, dest), "")
         add(f"{head}\tmove\t{move}\t{state.phase.value}\t{dest.value}\t{rule}")
         for effect in out.effects:
             if isinstance(effect, fx.StreamOnce):
                 add(f"{head}\tprovider\tcall started")
-            elif isinstance(effect, fx.DispatchTool):
+            elif isinstance(effect, fx.DispatchTool | fx.StartTool):
                 add(f"{head}\ttool\t{_plain(effect.call.name)} started")
+            elif isinstance(effect, fx.AskApproval):
+                add(f"{head}\tapproval\t{_plain(effect.request.tool)} waits for approval")
             elif isinstance(effect, fx.SendNotice):
                 add(f"{head}\tnotice\t{effect.key.value}")
             elif isinstance(effect, fx.Finish):
@@ -127,6 +139,14 @@ def _entry(line: str) -> dict[str, Any]:
     if move:
         entry["source"], entry["dest"], entry["rule"] = move
     return entry
+
+
+def _approval_outcome(ended: ApprovalEvent) -> str:
+    """How a wait ended, in words without content."""
+    if isinstance(ended, ApprovalAnswered):
+        verdict = "approved" if ended.verdict is Verdict.APPROVE else "denied"
+        return verdict if ended.accepted else f"{verdict} for other arguments: refused"
+    return "expired" if isinstance(ended, ApprovalExpired) else "withdrawn"
 
 
 def _plain(name: str) -> str:

@@ -49,8 +49,20 @@ NOTICE_LEVEL = "toolloop.notice.level"
 NOTICE_HIDDEN = "toolloop.notice.hidden"
 NOTICE_TEXT = "toolloop.notice.text"
 
+APPROVAL_TIMEOUT = "toolloop.approval.timeout_ms"
+APPROVAL_VERDICT = "toolloop.approval.verdict"
+APPROVAL_ACCEPTED = "toolloop.approval.accepted"
+APPROVAL_BY = "toolloop.approval.by"
+APPROVAL_REASON = "toolloop.approval.reason"
+APPROVAL_OUTCOME = "toolloop.approval.outcome"
+
 STEP_EVENT = "toolloop.step"
 NOTICE_EVENT = "toolloop.notice"
+APPROVAL_ASKED_EVENT = "toolloop.approval.asked"
+APPROVAL_ANSWERED_EVENT = "toolloop.approval.answered"
+APPROVAL_EXPIRED_EVENT = "toolloop.approval.expired"
+APPROVAL_WITHDRAWN_EVENT = "toolloop.approval.withdrawn"
+APPROVAL_WAIT_DURATION = "toolloop.approval.wait.duration"
 
 FINISH_REASON = {
     StreamStatus.COMPLETED: "stop",

@@ -8,8 +8,9 @@ attempt of the fallback chain:
 
 * a `chat {model}` span per provider call, from the step that starts the stream
   to the step that reads its result;
-* an `execute_tool {name}` span per tool call, from its `ToolStarted` to its
-  `ToolFinished` host event (the calls of a batch are siblings);
+* an `execute_tool {name}` span per tool call, from its `ToolStarted` (or its
+  first `ApprovalAsked`) to its `ToolFinished` host event (the calls of a batch
+  are siblings; `toolloop.effects.telemetry.tool_spans`);
 * a `toolloop.step` event on the turn span per step (its move, SPEC rule and
   phases) and a `toolloop.notice` event per notice shown.
 
@@ -25,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -36,6 +36,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from toolloop.effects.interpreter import Observer
 from toolloop.effects.observe import (
+    ApprovalAnswered,
+    ApprovalAsked,
+    ApprovalExpired,
+    ApprovalWithdrawn,
     HostEvent,
     HostObserver,
     NoticeShown,
@@ -46,13 +50,13 @@ from toolloop.effects.observe import (
     move_rules,
 )
 from toolloop.effects.telemetry import conventions as sc
+from toolloop.effects.telemetry.tool_spans import REDACTED, ToolSpans
 from toolloop.effects.turn import Attempt
 from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Step
 from toolloop.engine.table import Move
 from toolloop.states import (
-    FunctionCall,
     IterationState,
     Phase,
     ProviderDescriptor,
@@ -63,7 +67,6 @@ from toolloop.states import (
     TurnStatus,
 )
 
-REDACTED = "[redacted]"
 FAILED_STREAMS = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
 FAILED_TURNS = frozenset({TurnStatus.ERROR, TurnStatus.TIMEOUT})
 STOPS = frozenset({Move.STOPPED_BY_USER, Move.STOPPED_BEFORE_TOOL, Move.STOPPED_DURING_TOOL})
@@ -120,6 +123,11 @@ class Telemetry:
         )
         self.stops = meter.create_counter(
             "toolloop.stops", unit="{attempt}", description="Attempts a kill or a stop ended"
+        )
+        self.approval_waits = meter.create_histogram(
+            sc.APPROVAL_WAIT_DURATION,
+            unit="s",
+            description="Waits for a person's approval of a tool call, by outcome",
         )
 
     @contextmanager
@@ -181,10 +189,8 @@ class TurnTrace:
         self._descriptor = ProviderDescriptor()
         self._chat: Span | None = None
         self._chat_started, self._chat_model = 0.0, ""
-        self._dispatched: defaultdict[str, deque[FunctionCall]] = defaultdict(deque)
-        self._tools: defaultdict[str, deque[tuple[Span, FunctionCall | None]]] = defaultdict(deque)
+        self._tools = ToolSpans(telemetry, self._context, self._scrub)
         self._settled: ToolResult | None = None
-        self._secrets: set[str] = set()
         self._status: TurnStatus | None = None
 
     # -- the observer port ------------------------------------------------------------------
@@ -221,15 +227,22 @@ class TurnTrace:
         for effect in out.effects:
             if isinstance(effect, fx.StreamOnce):
                 self._start_chat(effect.iteration)
-            elif isinstance(effect, fx.DispatchTool):
-                self._dispatched[effect.call.name].append(effect.call)
+            elif isinstance(effect, fx.DispatchTool | fx.StartTool):
+                self._tools.dispatched(effect.call)
+            elif isinstance(effect, fx.AskApproval):
+                self._tools.asking(effect.request)
 
     def _on_event(self, shown: HostEvent) -> None:
-        """Host events: tool spans, the first chunk, notices, each attempt's result."""
+        """Host events: tool spans and approvals, the first chunk, notices, the result."""
         if isinstance(shown, ToolStarted):
-            self._start_tool(shown)
+            self._tools.started(shown)
         elif isinstance(shown, ToolFinished):
-            self._end_tool(shown)
+            settled, self._settled = self._settled, None
+            self._tools.finished(shown, settled)
+        elif isinstance(shown, ApprovalAsked):
+            self._tools.asked(shown)
+        elif isinstance(shown, ApprovalAnswered | ApprovalExpired | ApprovalWithdrawn):
+            self._tools.ended(shown)
         elif isinstance(shown, StreamFirstChunk):
             if self._chat is not None:
                 elapsed = time.monotonic() - self._chat_started
@@ -297,52 +310,6 @@ class TurnTrace:
         span.end()
         self._telemetry.duration.record(time.monotonic() - self._chat_started, metric)
 
-    # -- tool calls -------------------------------------------------------------------------
-
-    def _start_tool(self, shown: ToolStarted) -> None:
-        queued = self._dispatched.get(shown.name)
-        call = queued.popleft() if queued else None
-        attributes: dict[str, Any] = {
-            sc.OPERATION: "execute_tool",
-            sc.TOOL_NAME: shown.name,
-            sc.TOOL_TYPE: "function",
-            sc.ATTEMPT: shown.attempt,
-            sc.ITERATION: shown.iteration,
-        }
-        call_id = None if call is None else call.passthrough.get("id")
-        if isinstance(call_id, str):
-            attributes[sc.TOOL_CALL_ID] = call_id
-        if call is not None and call.args is not None and shown.args is not None:
-            self._secrets |= secret_values(call.args, shown.args)
-        if self._telemetry.capture_content and shown.args is not None:
-            attributes[sc.TOOL_ARGUMENTS] = json.dumps(shown.args, ensure_ascii=False)
-        span = self._telemetry.tracer.start_span(
-            f"execute_tool {shown.name}",
-            self._context,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-        )
-        self._tools[shown.name].append((span, call))
-
-    def _end_tool(self, shown: ToolFinished) -> None:
-        queued = self._tools.get(shown.name)
-        if not queued:
-            return
-        span, _ = queued.popleft()
-        outcome = tool_outcome(shown)
-        ended: dict[str, Any] = {sc.TOOL_OUTCOME: outcome}
-        if not shown.success:
-            ended[sc.ERROR_TYPE] = outcome
-            span.set_status(Status(StatusCode.ERROR, self._scrub(shown.error or "")))
-            self._telemetry.tool_failures.add(1, {sc.TOOL_NAME: shown.name, sc.ERROR_TYPE: outcome})
-        settled, self._settled = self._settled, None
-        if self._telemetry.capture_content and settled is not None:
-            result = {"success": settled.success, "data": settled.data, "error": settled.error}
-            dumped = json.dumps(result, ensure_ascii=False, default=str)
-            ended[sc.TOOL_RESULT] = self._scrub(dumped)
-        span.set_attributes(ended)
-        span.end()
-
     # -- the turn ---------------------------------------------------------------------------
 
     def raised(self, error: BaseException) -> None:
@@ -367,41 +334,12 @@ class TurnTrace:
     def _open_spans(self) -> Iterator[Span]:
         if self._chat is not None:
             yield self._chat
-        for queued in self._tools.values():
-            for span, _ in queued:
-                yield span
+        yield from self._tools.open_spans()
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
+        for secret in self._tools.secrets:
             text = text.replace(secret, REDACTED)
         return text
-
-
-def tool_outcome(shown: ToolFinished) -> str:
-    """`success`, `killed`, `timeout` or `failure`, read off the interpreter's failure wording."""
-    if shown.success:
-        return "success"
-    error = shown.error or ""
-    if error == f"Tool {shown.name} was killed":
-        return "killed"
-    if error.startswith(f"Tool {shown.name} timed out after "):
-        return "timeout"
-    return "failure"
-
-
-def secret_values(raw: Any, shown: Any) -> set[str]:
-    """The string values of `raw` that the registry's redaction replaced in `shown`."""
-    if shown == REDACTED and isinstance(raw, str) and raw and raw != REDACTED:
-        return {raw}
-    if isinstance(raw, dict) and isinstance(shown, dict):
-        return {
-            value
-            for key in raw.keys() & shown.keys()
-            for value in secret_values(raw[key], shown[key])
-        }
-    if isinstance(raw, list) and isinstance(shown, list):
-        return {value for pair in zip(raw, shown, strict=False) for value in secret_values(*pair)}
-    return set()
 
 
 def _message(error: object) -> str:

@@ -1,0 +1,226 @@
+"""The `execute_tool {name}` spans of one turn, with the approval waits that precede a call.
+
+A call that needs a person's approval (SPEC 6c) opens its span when it is first
+asked about: the wait is part of executing it. The span carries a
+`toolloop.approval.*` event per ask and per outcome; an approved call's span
+stays open through its run, a denied, expired or withdrawn one ends there with
+that outcome. Each wait, from its first ask to its outcome, is one point of
+the `toolloop.approval.wait.duration` histogram, on the loop's clock (the one
+the interpreter's approval timeout runs on, mocked clocks included).
+
+Spans are matched to their host events by tool name and call id (a queue per
+pair: a provider that gives no ids has calls of one name settle in order).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from toolloop.effects.clock import loop_clock
+from toolloop.effects.observe import (
+    ApprovalAnswered,
+    ApprovalAsked,
+    ApprovalEvent,
+    ApprovalExpired,
+    ToolFinished,
+    ToolStarted,
+)
+from toolloop.effects.telemetry import conventions as sc
+from toolloop.states import ApprovalRequest, FunctionCall, JsonObject, ToolResult, Verdict
+
+if TYPE_CHECKING:
+    from toolloop.effects.telemetry.tracing import Telemetry
+
+REDACTED = "[redacted]"
+
+
+class _Open:
+    """A tool span not ended yet: waiting for approval (since when), approved, or running."""
+
+    __slots__ = ("running", "span", "waiting_since")
+
+    def __init__(self, span: Span, waiting_since: float | None) -> None:
+        self.span, self.waiting_since = span, waiting_since
+        self.running = False
+
+
+class ToolSpans:
+    """The open tool spans of a turn, under its `context`; `secrets` gains each call's."""
+
+    def __init__(self, telemetry: Telemetry, context: Context, scrub: Callable[[str], str]) -> None:
+        self._telemetry, self._context, self._scrub = telemetry, context, scrub
+        self.secrets: set[str] = set()
+        self._now: Callable[[], float] | None = None
+        self._dispatched: defaultdict[tuple[str, str], deque[FunctionCall]] = defaultdict(deque)
+        self._asking: dict[tuple[str, str], JsonObject | None] = {}
+        self._open: defaultdict[tuple[str, str], deque[_Open]] = defaultdict(deque)
+
+    def dispatched(self, call: FunctionCall) -> None:
+        """A call about to start (its effect): its raw arguments name the secrets to cut."""
+        self._dispatched[call.name, call.call_id].append(call)
+
+    # -- approval waits (SPEC 6c) ------------------------------------------------------------
+
+    def asking(self, request: ApprovalRequest) -> None:
+        """A request about to be asked (its effect): its raw arguments name the secrets to cut."""
+        self._asking[request.tool, request.call_id] = request.args
+
+    def asked(self, shown: ApprovalAsked) -> None:
+        """The first ask opens the call's span and starts its wait; an ask again is an event."""
+        raw = self._asking.pop((shown.name, shown.call_id), None)
+        if raw is not None and shown.args is not None:
+            self.secrets |= secret_values(raw, shown.args)
+        waiting = self._waiting(shown.name, shown.call_id)
+        attributes: dict[str, Any] = {sc.APPROVAL_TIMEOUT: shown.timeout_ms}
+        if waiting is None:
+            span = self._start(shown)
+            waiting = _Open(span, self._clock()())
+            self._open[shown.name, shown.call_id].append(waiting)
+        waiting.span.add_event(sc.APPROVAL_ASKED_EVENT, attributes)
+
+    def ended(self, shown: ApprovalEvent) -> None:
+        """A wait's outcome: an approval keeps the span for the run, any other ends it."""
+        waiting = self._waiting(shown.name, shown.call_id)
+        if waiting is None or waiting.waiting_since is None:
+            return
+        if isinstance(shown, ApprovalAnswered):
+            outcome = "approved" if shown.verdict is Verdict.APPROVE else "denied"
+            attributes: dict[str, Any] = {
+                sc.APPROVAL_VERDICT: shown.verdict.value,
+                sc.APPROVAL_ACCEPTED: shown.accepted,
+            }
+            if self._telemetry.capture_content:
+                attributes[sc.APPROVAL_BY] = shown.by or ""
+                attributes[sc.APPROVAL_REASON] = self._scrub(shown.reason or "")
+            waiting.span.add_event(sc.APPROVAL_ANSWERED_EVENT, attributes)
+            if not shown.accepted:
+                return  # meant for other arguments: asked again, the wait goes on
+        elif isinstance(shown, ApprovalExpired):
+            outcome = "expired"
+            waiting.span.add_event(sc.APPROVAL_EXPIRED_EVENT)
+        else:
+            outcome = "withdrawn"
+            waiting.span.add_event(sc.APPROVAL_WITHDRAWN_EVENT)
+        waited = self._clock()() - waiting.waiting_since
+        waiting.waiting_since = None
+        self._telemetry.approval_waits.record(
+            waited, {sc.TOOL_NAME: shown.name, sc.APPROVAL_OUTCOME: outcome}
+        )
+        if outcome != "approved":
+            self._open[shown.name, shown.call_id].remove(waiting)
+            self._end(waiting.span, outcome, f"approval {outcome}", {})
+
+    def _clock(self) -> Callable[[], float]:
+        if self._now is None:
+            self._now = loop_clock()
+        return self._now
+
+    def _waiting(self, name: str, call_id: str) -> _Open | None:
+        opened = self._open.get((name, call_id))
+        return next((tool for tool in opened or () if tool.waiting_since is not None), None)
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def started(self, shown: ToolStarted) -> None:
+        """A call runs: in the span its approval opened, else in a new one."""
+        key = shown.name, shown.call_id
+        queued = self._dispatched.get(key)
+        call = queued.popleft() if queued else None
+        opened = self._open[key]
+        approved = next(
+            (tool for tool in opened if not tool.running and tool.waiting_since is None), None
+        )
+        if approved is None:
+            span = self._start(shown)
+            approved = _Open(span, None)
+            opened.append(approved)
+        approved.running = True
+        if call is not None:
+            passthrough_id = call.passthrough.get("id")
+            if not shown.call_id and isinstance(passthrough_id, str):
+                approved.span.set_attribute(sc.TOOL_CALL_ID, passthrough_id)
+            if call.args is not None and shown.args is not None:
+                self.secrets |= secret_values(call.args, shown.args)
+
+    def finished(self, shown: ToolFinished, settled: ToolResult | None) -> None:
+        """A call settled: its span ends with the outcome (and the result, on opt-in)."""
+        opened = self._open.get((shown.name, shown.call_id))
+        running = next((tool for tool in opened or () if tool.running), None)
+        if opened is None or running is None:
+            return
+        opened.remove(running)
+        outcome = tool_outcome(shown)
+        if not shown.success:
+            self._telemetry.tool_failures.add(1, {sc.TOOL_NAME: shown.name, sc.ERROR_TYPE: outcome})
+        ended: dict[str, Any] = {}
+        if self._telemetry.capture_content and settled is not None:
+            result = {"success": settled.success, "data": settled.data, "error": settled.error}
+            ended[sc.TOOL_RESULT] = self._scrub(json.dumps(result, ensure_ascii=False, default=str))
+        self._end(running.span, outcome, shown.error or "", ended)
+
+    def open_spans(self) -> Iterator[Span]:
+        """The spans an exception left open."""
+        for opened in self._open.values():
+            for tool in opened:
+                yield tool.span
+
+    def _start(self, shown: ApprovalAsked | ToolStarted) -> Span:
+        attributes: dict[str, Any] = {
+            sc.OPERATION: "execute_tool",
+            sc.TOOL_NAME: shown.name,
+            sc.TOOL_TYPE: "function",
+            sc.ATTEMPT: shown.attempt,
+            sc.ITERATION: shown.iteration,
+        }
+        if shown.call_id:
+            attributes[sc.TOOL_CALL_ID] = shown.call_id
+        if self._telemetry.capture_content and shown.args is not None:
+            attributes[sc.TOOL_ARGUMENTS] = json.dumps(shown.args, ensure_ascii=False)
+        span: Span = self._telemetry.tracer.start_span(
+            f"execute_tool {shown.name}",
+            self._context,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        return span
+
+    def _end(self, span: Span, outcome: str, error: str, ended: dict[str, Any]) -> None:
+        ended[sc.TOOL_OUTCOME] = outcome
+        if outcome != "success":
+            ended[sc.ERROR_TYPE] = outcome
+            span.set_status(Status(StatusCode.ERROR, self._scrub(error)))
+        span.set_attributes(ended)
+        span.end()
+
+
+def tool_outcome(shown: ToolFinished) -> str:
+    """`success`, `killed`, `timeout` or `failure`, read off the interpreter's failure wording."""
+    if shown.success:
+        return "success"
+    error = shown.error or ""
+    if error == f"Tool {shown.name} was killed":
+        return "killed"
+    if error.startswith(f"Tool {shown.name} timed out after "):
+        return "timeout"
+    return "failure"
+
+
+def secret_values(raw: Any, shown: Any) -> set[str]:
+    """The string values of `raw` that the registry's redaction replaced in `shown`."""
+    if shown == REDACTED and isinstance(raw, str) and raw and raw != REDACTED:
+        return {raw}
+    if isinstance(raw, dict) and isinstance(shown, dict):
+        return {
+            value
+            for key in raw.keys() & shown.keys()
+            for value in secret_values(raw[key], shown[key])
+        }
+    if isinstance(raw, list) and isinstance(shown, list):
+        return {value for pair in zip(raw, shown, strict=False) for value in secret_values(*pair)}
+    return set()

@@ -94,7 +94,8 @@ class TurnView:
             name = _plain(pending.batch[event.index].call.name if pending.batch else pending.name)
             add(f"{head}\ttool\t{name} {outcome} in {event.duration_ms} ms")
         elif isinstance(event, ApprovalDecided) and (pending := state.pending) is not None:
-            ended = approval_ended(self.attempt, state.iteration, pending.batch[event.index], event, out)
+            waited = pending.batch[event.index]
+            ended = approval_ended(self.attempt, state.iteration, waited, event, out)
             add(f"{head}\tapproval\t{_plain(ended.name)} {_approval_outcome(ended)}")
         dest, move = out.state.phase, out.move
         rule = _RULES.get((state.phase, type(event), move, dest), "")

@@ -93,10 +93,10 @@ def test_the_floors_table_is_the_layering_the_import_test_enforces() -> None:
 def test_a_module_outside_every_room_is_found() -> None:
     """The room check can fail: a module no room names, or two rooms name, is reported."""
     doc = "\n## The rooms\n\n| room | where | what |\n|---|---|---|\n| a | `engine/` | x |\n"
-    modules = ["engine/step.py", "effects/interpreter.py"]
-    assert _homeless(doc, modules) == ["effects/interpreter.py"]
+    modules = ["engine/step.py", "effects/ports.py"]
+    assert _homeless(doc, modules) == ["effects/ports.py"]
     twice = doc + "| b | `engine/step.py` | y |\n"
-    assert _homeless(twice, modules) == ["engine/step.py", "effects/interpreter.py"]
+    assert _homeless(twice, modules) == ["engine/step.py", "effects/ports.py"]
 
 
 def test_placeholders_are_not_taken_for_paths() -> None:

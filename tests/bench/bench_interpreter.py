@@ -24,7 +24,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from toolloop.effects.in_memory import MemoryTurnControl
-from toolloop.effects.interpreter import _Alarm, _Sink, run_tool_loop
+from toolloop.effects.interpreter import run_tool_loop
+from toolloop.effects.interpreter.calls import Alarm, Sink
 from toolloop.effects.ports import (
     Notice,
     StreamRequest,
@@ -289,7 +290,9 @@ def per_chunk(backend: str, deliver: bool) -> float:
         best, chunks = float("inf"), 100_000
         for _ in range(5):
             span = StreamSpan(attempt=0, iteration=0)
-            sink = _Sink(_once(0, []), anyio.CancelScope(), _Alarm(), Channel(), span, 120.0, None)
+            sink = Sink(
+                _once(0, []), anyio.CancelScope(), Alarm(), Channel(), span, 120.0, None, None
+            )
             started = time.perf_counter()
             if deliver:
                 for _ in range(chunks):

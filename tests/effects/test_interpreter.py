@@ -30,7 +30,7 @@ from tests.effects.harness import (
 )
 from toolloop.effects import interpreter
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
-from toolloop.effects.interpreter import ImpersonationAborted
+from toolloop.effects.interpreter import ImpersonationAborted, driver
 from toolloop.effects.ports import (
     KillHandle,
     Notice,
@@ -535,7 +535,7 @@ class TestFinalEffects:
             effects: tuple[Any, ...] = (Teleport(), *out.effects)
             return attrs.evolve(out, effects=effects)
 
-        monkeypatch.setattr(interpreter, "step", step_with_teleport)
+        monkeypatch.setattr(driver, "step", step_with_teleport)
         host = Host(provider=ScriptProvider(completed()))
 
         async def main() -> None:

@@ -1,0 +1,63 @@
+"""The notices of a turn (SPEC 8) and its log lines: sent, logged, never fatal."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from toolloop.effects.interpreter.attempt import Attempt, log
+from toolloop.effects.notices import NOTICE_LIMIT
+from toolloop.effects.observe import NoticeShown
+from toolloop.effects.ports import Notice
+from toolloop.engine import commands as fx
+
+
+class Announcer(Attempt):
+    """Sends the turn's notices to the channel and its `Log` effects to the logger."""
+
+    __slots__ = ()
+
+    async def _notice(self, effect: fx.SendNotice) -> None:
+        details = dict(effect.details)
+        failed = effect.key is fx.NoticeKey.TOOL_CALL_FAILED
+        if failed:
+            tool = str(details.get("tool_name"))
+            details["args"] = self.registry.redact(tool, details.get("args"))
+        details.setdefault("iteration", effect.iteration)
+        text = self.catalog.render(effect.key.value, self.turn.locale, details)
+        notice = Notice(
+            key=effect.key.value,
+            level=effect.level.value,
+            text=text[:NOTICE_LIMIT] if failed else text,
+            hidden=effect.hidden,
+            iteration=effect.iteration,
+            identity=self._identity(),
+        )
+        send = self.channel.send_hidden_notice if effect.hidden else self.channel.send_notice
+        await self._send(send, notice)
+
+    async def _send(self, send: Callable[[Notice], Awaitable[None]], notice: Notice) -> None:
+        """A notice that fails to send is logged and never ends the turn."""
+        try:
+            await send(notice)
+        except Exception:
+            log.exception("could not send the %s notice", notice.key)
+        else:
+            if self.on_event is not None:
+                self.on_event(NoticeShown(attempt=self.attempt, notice=notice))
+
+    def _identity(self) -> str | None:
+        """The persona's webhook identity; None (the bot's own) under user impersonation."""
+        return None if self.turn.user_impersonation else self.turn.persona.name
+
+    def _log(self, effect: fx.Log) -> None:
+        level = _LEVELS[effect.level]
+        if log.isEnabledFor(level):  # skips building the record's `extra` when off
+            log.log(level, effect.message, extra={"fields": effect.fields})
+
+
+_LEVELS = {
+    fx.Level.INFO: logging.INFO,
+    fx.Level.WARNING: logging.WARNING,
+    fx.Level.ERROR: logging.ERROR,
+}

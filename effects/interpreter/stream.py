@@ -1,0 +1,167 @@
+"""Stage 01: one provider call streamed through its sink, and its end (SPEC 5)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable
+from typing import Any
+
+import anyio
+
+from toolloop.effects.interpreter.announce import Announcer
+from toolloop.effects.interpreter.attempt import log
+from toolloop.effects.interpreter.calls import Sink
+from toolloop.effects.interpreter.tools import in_seconds
+from toolloop.effects.observe import StreamFirstChunk
+from toolloop.effects.ports import StreamRequest, StreamSpan
+from toolloop.engine import commands as fx
+from toolloop.engine import tool_call
+from toolloop.engine.construct import constructor
+from toolloop.engine.events import StopRequest, StreamEnded
+from toolloop.states import ProviderDescriptor, StreamError, StreamResult, StreamStatus
+
+# What every provider call builds, without attrs' call (`engine.construct`).
+_new_stream_request = constructor(StreamRequest)
+_new_stream_ended = constructor(StreamEnded)
+_new_stream_span = constructor(StreamSpan)
+
+
+class StreamStage(Announcer):
+    """Streams one provider call and turns its result into `StreamEnded`."""
+
+    __slots__ = ()
+
+    def _stream_once(self, effect: fx.StreamOnce) -> Awaitable[StreamEnded]:
+        span = _new_stream_span(
+            attempt=self.attempt,
+            iteration=effect.iteration,
+            reply_to=self.reply_to,
+            suppressed=effect.suppress_text_output,
+        )
+        follow_ups = None if self._chain_active else self.control
+        first_chunk = None
+        if self.on_event is not None:
+            shown = StreamFirstChunk(attempt=self.attempt, iteration=effect.iteration)
+            first_chunk = functools.partial(self.on_event, shown)
+        sink = Sink(
+            effect,
+            self._runner,
+            self._alarm,
+            self.channel,
+            span,
+            self._stream_timeout,
+            follow_ups,
+            first_chunk,
+        )
+        sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
+        request = _new_stream_request(
+            turn=self.turn,
+            once=effect,
+            tools=self.registry.specs(self.provider.descriptor),
+            reply_to=self.reply_to,
+            verbatim=self.verbatim,
+        )
+        self.channel.stream_started(span)
+        stream = self.provider.stream(request, sink)
+        if sink.interruptible:
+            stream = sink.watch(stream)
+        return self._call(sink, stream, self._stream_ended)
+
+    def _stream_ended(self, sink: Sink, result: StreamResult) -> StreamEnded:
+        if result.status in _FAILED:
+            _log_failed_stream(self.provider.descriptor, sink.span, result)
+        stop = self.control.pending_request()
+        approval = self._approval(result)
+        if len(result.calls) < 2:
+            return _new_stream_ended(result=result, stop=stop, approval=approval)
+        exclusive = tuple(self.registry.exclusive(call.name.strip()) for call in result.calls)
+        return _new_stream_ended(result=result, stop=stop, exclusive=exclusive, approval=approval)
+
+    def _approval(self, result: StreamResult) -> tuple[bool, ...]:
+        """The registry's answer for each call: it needs approval (SPEC 6c); () when none does.
+
+        A registry written before approval existed (no `needs_approval`) never asks.
+        """
+        calls = result.batch
+        needs_approval = getattr(self.registry, "needs_approval", None)
+        if not calls or needs_approval is None:
+            return ()
+        state = self._state
+        context = tool_call.tool_context(
+            self.turn, state.iteration, state.short_term_memory_updated, state.context.items
+        )
+        needs = tuple(
+            bool(needs_approval(tool_call.renamed(call, call.name.strip()), context))
+            for call in calls
+        )
+        return needs if any(needs) else ()
+
+    async def _abandoned(self, sink: Sink) -> StreamResult:
+        """A stream taken from its runner: whatever ended it first decides its result.
+
+        A failed send is `error` and a follow-up `follow_up_interrupt`, both with the
+        text delivered so far. A killed stream, or a silent one: a stop wins at
+        once, else settle, notice, `timeout`; a kill during the settle also ends
+        it as `stopped_by_user`, without the notice.
+        """
+        if sink.failure is not None:
+            return _channel_failed(sink, sink.failure)
+        if sink.interrupted:
+            return StreamResult(status=StreamStatus.FOLLOW_UP_INTERRUPT, accumulated_text=sink.text)
+        if sink.killed or self.control.pending_request() is StopRequest.STOP:
+            return _stopped(sink)
+        sink.settled = anyio.Event()
+        settle = self.config.stream_abandoned_settle_timeout_ms / 1000
+        with self._alarm.start(self._alarm.now() + settle):
+            await sink.settled.wait()
+        self._alarm.stop()
+        if sink.killed:
+            return _stopped(sink)
+        seconds = in_seconds(self.config.stream_sdk_call_timeout_ms)
+        if not self.turn.suppress_user_errors:
+            await self._notice(_inactivity_notice(sink.effect.iteration, {"seconds": seconds}))
+        error = StreamError(type="timeout", message=f"no data from the provider for {seconds} s")
+        return StreamResult(status=StreamStatus.TIMEOUT, accumulated_text=sink.text, data=error)
+
+
+def _inactivity_notice(iteration: int, details: dict[str, Any]) -> fx.SendNotice:
+    return fx.SendNotice(
+        key=fx.NoticeKey.STREAM_INACTIVITY_TIMEOUT,
+        level=fx.Level.WARNING,
+        iteration=iteration,
+        details=details,
+    )
+
+
+def _stopped(sink: Sink) -> StreamResult:
+    return StreamResult(status=StreamStatus.STOPPED_BY_USER, accumulated_text=sink.text)
+
+
+def _channel_failed(sink: Sink, failure: Exception) -> StreamResult:
+    """The stream's `error` when the channel could not deliver its text, naming the failure."""
+    error = StreamError(
+        type="channel_send_failed",
+        message=f"the channel could not deliver text: {type(failure).__name__}: {failure}",
+        retryable=False,
+    )
+    return StreamResult(status=StreamStatus.ERROR, accumulated_text=sink.text, data=error)
+
+
+_FAILED = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
+
+
+def _log_failed_stream(
+    provider: ProviderDescriptor, span: StreamSpan, result: StreamResult
+) -> None:
+    """A failed or timed-out stream, at WARNING: which provider, where (no key), what it said."""
+    error = result.data if isinstance(result.data, StreamError) else None
+    log.warning(
+        "stream %s: provider %s at %s (attempt %d, iteration %d): %s",
+        result.status.value,
+        provider.name,
+        provider.endpoint or "an endpoint it does not name",
+        span.attempt,
+        span.iteration,
+        "no error given" if error is None else f"{error.type}: {error.message}",
+        extra={"provider": provider.name, "endpoint": provider.endpoint, "status": result.status},
+    )

@@ -1,0 +1,111 @@
+"""Stage 02 for one call: a tool dispatched inline under its fresh timeout (SPEC 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from toolloop.effects.interpreter.announce import Announcer
+from toolloop.effects.interpreter.calls import Started, ToolRun
+from toolloop.effects.ports import Notice, StreamingContext, ToolInvocation
+from toolloop.engine import commands as fx
+from toolloop.engine.construct import constructor
+from toolloop.engine.events import ToolSettled
+from toolloop.states import ToolContext, ToolResult
+
+# What every tool builds, without attrs' call (`engine.construct`).
+new_tool_invocation = constructor(ToolInvocation)
+_new_streaming_context = constructor(StreamingContext)
+_new_tool_settled = constructor(ToolSettled)
+
+
+class ToolStage(Announcer):
+    """Dispatches one tool call and settles it into the next event."""
+
+    __slots__ = ()
+
+    def _dispatch(self, effect: fx.DispatchTool) -> Awaitable[ToolSettled]:
+        context = effect.context
+        timeout_ms = self._timeout_ms(effect.call.name)
+        call = ToolRun(effect, self._runner, self._alarm, timeout_ms)
+        invocation = new_tool_invocation(
+            killed=self._killed,
+            notify=self._progress_notice(context, call),
+            streaming=self._streaming_context(),
+        )
+        work = self.registry.execute(effect.call, context, invocation)
+        return self._call(call, work, self._tool_settled)
+
+    def _timeout_ms(self, tool: str) -> int:
+        """The tool's own timeout (`timeout=` at registration), else the configured one."""
+        own = self.registry.timeout_ms(tool)
+        return self.config.tool_execution_timeout_ms if own is None else own
+
+    def _overdue_tool(self, call: ToolRun) -> ToolResult:
+        """The failure of the kill or the timeout that ended a tool."""
+        name = call.effect.call.name
+        if call.killed:
+            return failure(f"Tool {name} was killed")
+        return timed_out(name, call.timeout_ms)
+
+    def _streaming_context(self) -> StreamingContext:
+        """The live stream the calls being dispatched came from (SPEC 6 step 3)."""
+        state = self._state
+        assert state.pending is not None, "a dispatch always holds its call"
+        return _new_streaming_context(
+            reply_to=self.reply_to,
+            identity=self._identity(),
+            pre_tool_text=state.pending.stream.accumulated_text,
+            text_suppressed=state.suppress_text_output,
+        )
+
+    def _tool_settled(self, call: ToolRun, result: ToolResult) -> ToolSettled:
+        effect = call.effect
+        return self._settled_event(effect.call.name, effect.index, call.started, result)
+
+    def _settled_event(
+        self, name: str, index: int, started: float, result: ToolResult
+    ) -> ToolSettled:
+        descriptor = self.provider.descriptor
+        return _new_tool_settled(
+            result=result,
+            requires_follow_up=self.registry.requires_follow_up(
+                name, descriptor, descriptor.server
+            ),
+            duration_ms=round((self._alarm.now() - started) * 1000),
+            stop=self.control.pending_request(),
+            index=index,
+        )
+
+    def _progress_notice(
+        self, context: ToolContext, call: ToolRun | Started
+    ) -> Callable[[str], Awaitable[None]]:
+        """A tool's progress notices, dropped once its call is over (killed, overdue)."""
+
+        async def notify(text: str) -> None:
+            if context.suppress_progress_notices or not call.open:
+                return
+            notice = Notice(
+                key="tool_progress",
+                level=fx.Level.INFO.value,
+                text=text,
+                hidden=False,
+                iteration=context.iteration,
+                identity=self._identity(),
+            )
+            await self._send(self.channel.send_notice, notice)
+
+        return notify
+
+
+def failure(error: str) -> ToolResult:
+    return ToolResult(success=False, error=error)
+
+
+def timed_out(name: str, timeout_ms: int) -> ToolResult:
+    return failure(f"Tool {name} timed out after {in_seconds(timeout_ms)} s")
+
+
+def in_seconds(milliseconds: int) -> str:
+    """`300` for 300000 ms, `12.5` for 12500 ms: no trailing `.0` when whole."""
+    seconds = milliseconds / 1000
+    return str(int(seconds)) if seconds.is_integer() else str(seconds)

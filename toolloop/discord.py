@@ -8,6 +8,7 @@ discord.py; `import toolloop` does not.
 from toolloop.effects.discord import (
     Access,
     AnyioClock,
+    ApprovalButton,
     BadSetting,
     BotSettings,
     BotVoice,
@@ -15,12 +16,14 @@ from toolloop.effects.discord import (
     ChannelObserver,
     Clock,
     DeliveryError,
+    DiscordApprovals,
     DiscordChannel,
     EditWindow,
     MissingSetting,
     Page,
     Persona,
     ToolloopBot,
+    TurnApprovals,
     TurnManager,
     TurnRequest,
     Voice,
@@ -49,6 +52,10 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "prompt",
     "reply_chain",
     "no_pings",
+    # who approves a tool call, with buttons in the channel
+    "DiscordApprovals",
+    "TurnApprovals",
+    "ApprovalButton",
     # its parts, for a bot of your own
     "DiscordChannel",
     "TurnManager",

@@ -1,5 +1,6 @@
 """toolloop on Discord (extra `toolloop-engine[discord]`, discord.py 2.x): the channel adapter,
-the per-channel turn manager and a bot that runs the tool loop (docs/discord.md)."""
+the per-channel turn manager, the approval buttons and a bot that runs the tool loop
+(docs/discord.md)."""
 
 from toolloop.effects.discord.access import Access, addressed
 from toolloop.effects.discord.adapter import (
@@ -12,6 +13,7 @@ from toolloop.effects.discord.adapter import (
     no_pings,
     notice_embed,
 )
+from toolloop.effects.discord.approvals import ApprovalButton, DiscordApprovals, TurnApprovals
 from toolloop.effects.discord.bot import ChannelEvent, ChannelObserver, ToolloopBot
 from toolloop.effects.discord.chain import reply_chain
 from toolloop.effects.discord.messages import image_urls, prompt, read_message
@@ -23,6 +25,7 @@ from toolloop.effects.discord.turns import TurnManager, TurnRequest
 __all__ = [
     "Access",
     "AnyioClock",
+    "ApprovalButton",
     "BadSetting",
     "BotSettings",
     "BotVoice",
@@ -30,12 +33,14 @@ __all__ = [
     "ChannelObserver",
     "Clock",
     "DeliveryError",
+    "DiscordApprovals",
     "DiscordChannel",
     "EditWindow",
     "MissingSetting",
     "Page",
     "Persona",
     "ToolloopBot",
+    "TurnApprovals",
     "TurnManager",
     "TurnRequest",
     "Voice",

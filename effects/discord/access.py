@@ -7,7 +7,9 @@ user list or with a role on the role list is allowed), block-lists always win.
 A thread counts as its own channel and as its parent. In a direct message only
 the DM switch and the user lists apply (a user has no roles there). A reply may
 be stopped by the people who asked for it and by moderators: members with a
-moderator role or with Manage Messages in the channel.
+moderator role or with Manage Messages in the channel. A tool call waiting for
+approval (SPEC 6c) may be answered by the user whose turn it is and by members
+with an approver role.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class Access:
     block_channels: Ids = frozenset()
     moderator_roles: Ids = frozenset()
     """Members with one of these roles may stop anyone's reply."""
+    approver_roles: Ids = frozenset()
+    """Members with one of these roles may approve or deny anyone's tool call."""
 
     def answers(self, message: discord.Message, me: int, own: Collection[int] = ()) -> bool:
         """The bot answers `message`: it is addressed to the bot (`me`, or one of its `own`
@@ -72,6 +76,14 @@ class Access:
             return False
         moderator = any(role.id in self.moderator_roles for role in user.roles)
         return moderator or place.permissions_for(user).manage_messages
+
+    def may_approve(self, user: discord.abc.User, requester: int) -> bool:
+        """`user` may answer a tool call's approval request in the turn `requester` asked for:
+        they are that user, or a member with an approver role (none in a direct message)."""
+        if user.id == requester:
+            return True
+        roles = user.roles if isinstance(user, discord.Member) else ()
+        return any(role.id in self.approver_roles for role in roles)
 
     def _answered_here(self, message: discord.Message) -> bool:
         return bool(_places(message.channel) & self.answer_channels) or (

@@ -4,7 +4,8 @@
 that mention it or reply to it, and direct messages: `access.Access`) through
 the `TurnManager` (one turn per channel at a time), speaks through `DiscordChannel`
 (one message per stream, the persona's webhook when one is configured), offers
-`/kill` as a slash command, and gives the model as its context either a short
+`/kill` as a slash command, asks in the channel before a tool that requires
+approval runs (`approvals`), and gives the model as its context either a short
 transcript it keeps per channel or the reply chain read from Discord
 (`BotSettings.conversation`, `chain`). `BotSettings.from_env` reads its
 configuration.
@@ -29,6 +30,7 @@ from toolloop.effects.discord.adapter import (
     WebhookVoice,
     no_pings,
 )
+from toolloop.effects.discord.approvals import DiscordApprovals
 from toolloop.effects.discord.chain import reply_chain
 from toolloop.effects.discord.messages import image_urls, read_message, thread_opener
 from toolloop.effects.discord.rate import Clock, EditWindow
@@ -105,6 +107,8 @@ class ToolloopBot(discord.Client):
             locale=settings.locale,
             may_stop=settings.access.may_stop,
         )
+        self.approvals = DiscordApprovals(settings.access, mentions=mentions)
+        """Where the calls of tools registered with `requires_approval` are asked about."""
         self.transcripts: dict[int, list[ContextItem]] = {}
         """Each channel's recent messages, oldest first (cut to `TRANSCRIPT` after each turn)."""
         self._windows: dict[int, EditWindow] = {}
@@ -114,7 +118,9 @@ class ToolloopBot(discord.Client):
         )
 
     async def setup_hook(self) -> None:
-        """Register `/kill` with Discord (`sync_commands`)."""
+        """Listen for approval buttons, an earlier run's too; register `/kill` with Discord
+        (`sync_commands`)."""
+        self.approvals.install(self)
         await sync_commands(self.tree)
 
     async def on_message(self, message: discord.Message) -> None:
@@ -280,6 +286,7 @@ class ToolloopBot(discord.Client):
             registry=self.registry,
             channel=request.channel,
             control=request.control,
+            approvals=self.approvals.for_turn(trigger, request.control.killed),
             reply_to=str(trigger.id),
             on_event=None if self.on_event is None else functools.partial(self._seen, place_id),
         )

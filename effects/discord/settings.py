@@ -42,6 +42,7 @@ ID_LISTS = {
     "allow_channels": "TOOLLOOP_ALLOW_CHANNELS",
     "block_channels": "TOOLLOOP_BLOCK_CHANNELS",
     "moderator_roles": "TOOLLOOP_MODERATOR_ROLES",
+    "approver_roles": "TOOLLOOP_APPROVER_ROLES",
 }
 """Each list of `Access` and its variable: Discord ids separated by commas or spaces."""
 KEYS = {

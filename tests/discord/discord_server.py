@@ -9,6 +9,11 @@ does, records each request, and answers from `plan` first:
 Discord fails an edit of a deleted message.
 `connect` points discord.py's real `HTTPClient` (its rate limiter and retries
 included) at it, under the objects of a dpytest-configured client.
+
+dpytest cannot fire interactions either: `press` (a button) and `submit` (a
+modal) build the INTERACTION_CREATE payload Discord's gateway sends and hand it
+to discord.py's own gateway parser, and the server answers the interaction
+callback route as Discord does, applying a message update to the message.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ import itertools
 import json
 from typing import Any, Self
 
+import anyio
 import attrs
 import discord
 import pytest
 from aiohttp import web
 
 BOT_ID = 1_000_000_000_000_000_001
+APPLICATION_ID = 4242
 
 
 @attrs.frozen
@@ -61,6 +68,19 @@ def rate_limited(retry_after: float = 0.01) -> Refusal:
     )
 
 
+@attrs.frozen
+class Callback:
+    """One interaction response: its type (4 a message, 7 a message update, 9 a modal)."""
+
+    interaction_id: int
+    type: int
+    data: dict[str, Any]
+
+    @property
+    def ephemeral(self) -> bool:
+        return bool(self.data.get("flags", 0) & 64)
+
+
 class DiscordServer:
     """Discord's message routes on loopback; `requests` lists what arrived, failures included."""
 
@@ -71,6 +91,10 @@ class DiscordServer:
         self.commands: list[dict[str, Any]] = []
         """The application's global slash commands; `syncs` counts their bulk overwrites."""
         self.syncs = 0
+        self.callbacks: list[Callback] = []
+        """Every interaction response, in order."""
+        self._pressed_on: dict[int, int] = {}
+        """The message each interaction was fired from."""
         self._plans: dict[str, collections.deque[Refusal]] = collections.defaultdict(
             collections.deque
         )
@@ -83,6 +107,7 @@ class DiscordServer:
         app.router.add_post("/api/v10/channels/{channel}/typing", self._typing)
         app.router.add_get("/api/v10/applications/{app}/commands", self._commands)
         app.router.add_put("/api/v10/applications/{app}/commands", self._sync)
+        app.router.add_post("/api/v10/interactions/{id}/{token}/callback", self._callback)
         self._runner = web.AppRunner(app)
         self.base_url = ""
 
@@ -93,6 +118,95 @@ class DiscordServer:
     def contents(self, channel_id: int) -> list[str]:
         """The current text of every message in the channel, oldest first."""
         return [m["content"] for m in self.messages.values() if m["channel_id"] == str(channel_id)]
+
+    def with_components(self, channel_id: int) -> list[dict[str, Any]]:
+        """The channel's messages that carry components (buttons), oldest first."""
+        return [
+            m
+            for m in self.messages.values()
+            if m["channel_id"] == str(channel_id) and m.get("components")
+        ]
+
+    async def press(
+        self, client: discord.Client, message_id: int, custom_id: str, user: discord.Member
+    ) -> Callback:
+        """`user` presses the button `custom_id` of the message: discord.py parses the
+        gateway's INTERACTION_CREATE; returns the bot's response once its handling ended."""
+        data = {"custom_id": custom_id, "component_type": 2}
+        return await self._interact(client, 3, data, message_id, user)
+
+    async def submit(
+        self, client: discord.Client, modal: Callback, values: dict[str, str], user: discord.Member
+    ) -> Callback:
+        """`user` submits the modal the bot opened (`modal`, a type 9 response) with
+        `values` by text input custom_id; returns the bot's response."""
+        assert modal.type == 9, modal
+        components = [_filled(row, values) for row in modal.data["components"]]
+        data = {"custom_id": modal.data["custom_id"], "components": components}
+        return await self._interact(client, 5, data, self._pressed_on[modal.interaction_id], user)
+
+    async def _interact(
+        self,
+        client: discord.Client,
+        kind: int,
+        data: dict[str, Any],
+        message_id: int,
+        user: discord.Member,
+    ) -> Callback:
+        interaction_id = next(self._ids)
+        self._pressed_on[interaction_id] = message_id
+        message = self.messages[message_id]
+        payload = {
+            "id": str(interaction_id),
+            "application_id": str(APPLICATION_ID),
+            "type": kind,
+            "token": f"token-{interaction_id}",
+            "version": 1,
+            "guild_id": str(user.guild.id),
+            "channel_id": message["channel_id"],
+            "channel": {  # the partial channel Discord sends
+                "id": message["channel_id"],
+                "type": 0,
+                "guild_id": str(user.guild.id),
+                "name": "general",
+                "position": 0,
+                "permission_overwrites": [],
+                "nsfw": False,
+                "parent_id": None,
+            },
+            "member": {
+                "user": {
+                    "id": str(user.id),
+                    "username": user.name,
+                    "discriminator": "0",
+                    "global_name": None,
+                    "avatar": None,
+                },
+                "nick": user.nick,
+                "roles": [str(role.id) for role in user.roles if not role.is_default()],
+                "joined_at": "2026-12-04T17:00:00+00:00",
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+                "permissions": "0",
+            },
+            "message": message,
+            "data": data,
+            "app_permissions": "0",
+            "locale": "en-US",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "context": 0,
+            "attachment_size_limit": 8 * 1024 * 1024,
+        }
+        store = client._connection._view_store
+        client._connection.parsers["INTERACTION_CREATE"](payload)
+        handling = list(store._ViewStore__tasks)  # type: ignore[attr-defined]
+        with anyio.fail_after(10):  # the bot handled the interaction: its tasks ended
+            await asyncio.gather(*handling)
+        answers = [c for c in self.callbacks if c.interaction_id == interaction_id]
+        assert len(answers) == 1, f"the bot answered interaction {interaction_id} {answers}"
+        return answers[0]
 
     async def __aenter__(self) -> Self:
         await self._runner.setup()
@@ -152,7 +266,7 @@ class DiscordServer:
         message_id = int(request.match_info["message"])
         if message_id not in self.messages:
             return _json({"message": "Unknown Message", "code": 10008}, status=404)
-        self.messages[message_id]["content"] = body.get("content", "")
+        self.messages[message_id].update({k: v for k, v in body.items() if k in _EDITABLE})
         return _json(self.messages[message_id])
 
     async def _delete(self, request: web.Request) -> web.Response:
@@ -160,6 +274,24 @@ class DiscordServer:
             return refused
         self.messages.pop(int(request.match_info["message"]), None)
         return web.Response(status=204)
+
+    async def _callback(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        interaction_id = int(request.match_info["id"])
+        kind, data = body["type"], body.get("data") or {}
+        self.callbacks.append(Callback(interaction_id, kind, data))
+        answer: dict[str, Any] = {"interaction": {"id": str(interaction_id), "type": 3}}
+        if kind == 7:  # the message the component was on, updated
+            message = self.messages[self._pressed_on[interaction_id]]
+            message.update({k: v for k, v in data.items() if k in _EDITABLE})
+            answer["resource"] = {"type": 7, "message": message}
+        elif kind == 4:
+            message_id = next(self._ids)
+            channel_id = self.messages[self._pressed_on[interaction_id]]["channel_id"]
+            answer["resource"] = {"type": 4, "message": _message(message_id, channel_id, data)}
+        else:
+            answer["resource"] = {"type": kind}
+        return _json(answer)
 
     async def _commands(self, request: web.Request) -> web.Response:
         return _json(self.commands)
@@ -180,6 +312,20 @@ class DiscordServer:
         return web.Response(status=204)
 
 
+_EDITABLE = ("content", "embeds", "components")
+"""The fields of a message an edit or a message update replaces."""
+
+
+def _filled(component: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
+    """A modal's component as its submission carries it: text inputs with their values."""
+    if component["type"] == 1:
+        return {"type": 1, "components": [_filled(c, values) for c in component["components"]]}
+    if component["type"] == 18:
+        return {"type": 18, "component": _filled(component["component"], values)}
+    custom_id = component["custom_id"]
+    return {"type": component["type"], "custom_id": custom_id, "value": values.get(custom_id, "")}
+
+
 def _message(message_id: int, channel_id: str, body: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(message_id),
@@ -187,6 +333,7 @@ def _message(message_id: int, channel_id: str, body: dict[str, Any]) -> dict[str
         "type": 0,
         "content": body.get("content", ""),
         "embeds": body.get("embeds", []),
+        "components": body.get("components", []),
         "author": {"id": str(BOT_ID), "username": "bot", "discriminator": "0", "bot": True},
         "attachments": [],
         "mentions": [],

@@ -7,8 +7,11 @@
   global no-op providers (the API installed, no SDK), and with `Telemetry` on
   a configured SDK (a `TracerProvider` whose `SimpleSpanProcessor` exports
   every span at its end to an in-memory exporter, a `MeterProvider` with an
-  in-memory reader). CPU µs per iteration, the three
-  alternating in one run, best of several rounds; goal: at most 20% added.
+  in-memory reader). A fourth side splits the SDK's cost from toolloop's: its
+  tracer's spans record (so every hook runs and builds every attribute) but
+  each of their methods does nothing, and its meters are the API's no-ops.
+  CPU µs per iteration, the sides alternating in one run, best of several
+  rounds; goal: at most 20% added.
 * Inspector: 1,000 concurrent 10-iteration turns, each watched by an
   `Inspector` served on loopback with one page (an SSE client on its own
   thread) following `/api/events`, against the same turns unwatched; process
@@ -28,6 +31,7 @@ from typing import Any
 
 import anyio
 import httpx
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -85,8 +89,27 @@ async def http_turn(provider: OpenAICompatProvider, watch: Watch) -> None:
     assert result.status is TurnStatus.COMPLETED, result.status
 
 
+class BareSpan(trace.NonRecordingSpan):
+    """A span that says it records, so toolloop builds all it would give an SDK; it keeps none."""
+
+    def is_recording(self) -> bool:
+        return True
+
+
+class BareTracer(trace.NoOpTracer):
+    def start_span(self, *args: Any, **kwargs: Any) -> trace.Span:
+        return BareSpan(trace.INVALID_SPAN_CONTEXT)
+
+
+class BareTracerProvider(trace.NoOpTracerProvider):
+    """toolloop's share alone: every hook runs, the tracer behind them does nothing."""
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        return BareTracer()
+
+
 def tracers() -> tuple[dict[str, Watch], InMemorySpanExporter]:
-    """The three sides: untraced, `Telemetry` on the API's no-ops, `Telemetry` into an SDK."""
+    """The sides: untraced, `Telemetry` on the API's no-ops, on a bare tracer, into an SDK."""
     exported = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exported))
@@ -95,9 +118,11 @@ def tracers() -> tuple[dict[str, Watch], InMemorySpanExporter]:
         meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]),
     )
     no_sdk = Telemetry()
+    bare = Telemetry(tracer_provider=BareTracerProvider())
     sides: dict[str, Watch] = {
         "untraced": nullcontext,
         "API only, no SDK": lambda: no_sdk.turn(TURN),
+        "toolloop's hooks, a tracer that keeps nothing": lambda: bare.turn(TURN),
         "SDK, in-memory exporter": lambda: sdk.turn(TURN),
     }
     return sides, exported

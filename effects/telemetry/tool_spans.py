@@ -15,7 +15,6 @@ pair: a provider that gives no ids has calls of one name settle in order).
 from __future__ import annotations
 
 import json
-from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -51,19 +50,32 @@ class _Open:
 
 
 class ToolSpans:
-    """The open tool spans of a turn, under its `context`; `secrets` gains each call's."""
+    """The open tool spans of a turn, under its `context`, and the secrets its calls were given.
 
-    def __init__(self, telemetry: Telemetry, context: Context, scrub: Callable[[str], str]) -> None:
-        self._telemetry, self._context, self._scrub = telemetry, context, scrub
-        self.secrets: set[str] = set()
+    A secret is the raw value of an argument the registry redacts; `scrub` cuts
+    every one out of a text. The values are only sought when a text is scrubbed
+    (a failure, or content on opt-in): a turn whose tools succeed never walks them.
+    """
+
+    def __init__(self, telemetry: Telemetry, context: Context) -> None:
+        self._telemetry, self._context = telemetry, context
+        self._secrets: set[str] = set()
+        self._unsought: list[tuple[JsonObject, JsonObject]] = []
+        """(raw, redacted) arguments whose secrets are not in `_secrets` yet."""
         self._now: Callable[[], float] | None = None
-        self._dispatched: defaultdict[tuple[str, str], deque[FunctionCall]] = defaultdict(deque)
+        self._dispatched: dict[tuple[str, str], list[FunctionCall]] = {}
         self._asking: dict[tuple[str, str], JsonObject | None] = {}
-        self._open: defaultdict[tuple[str, str], deque[_Open]] = defaultdict(deque)
+        self._open: dict[tuple[str, str], list[_Open]] = {}
+        """The spans not ended, by (tool name, call id); a key goes when its last span ends."""
 
     def dispatched(self, call: FunctionCall) -> None:
         """A call about to start (its effect): its raw arguments name the secrets to cut."""
-        self._dispatched[call.name, call.call_id].append(call)
+        key = call.name, call.call_id
+        queued = self._dispatched.get(key)
+        if queued is None:
+            self._dispatched[key] = [call]
+        else:
+            queued.append(call)
 
     # -- approval waits (SPEC 6c) ------------------------------------------------------------
 
@@ -75,13 +87,13 @@ class ToolSpans:
         """The first ask opens the call's span and starts its wait; an ask again is an event."""
         raw = self._asking.pop((shown.name, shown.call_id), None)
         if raw is not None and shown.args is not None:
-            self.secrets |= secret_values(raw, shown.args)
+            self._unsought.append((raw, shown.args))
         waiting = self._waiting(shown.name, shown.call_id)
         attributes: dict[str, Any] = {sc.APPROVAL_TIMEOUT: shown.timeout_ms}
         if waiting is None:
             span = self._start(shown)
             waiting = _Open(span, self._clock()())
-            self._open[shown.name, shown.call_id].append(waiting)
+            self._open.setdefault((shown.name, shown.call_id), []).append(waiting)
         waiting.span.add_event(sc.APPROVAL_ASKED_EVENT, attributes)
 
     def ended(self, shown: ApprovalEvent) -> None:
@@ -97,7 +109,7 @@ class ToolSpans:
             }
             if self._telemetry.capture_content:
                 attributes[sc.APPROVAL_BY] = shown.by or ""
-                attributes[sc.APPROVAL_REASON] = self._scrub(shown.reason or "")
+                attributes[sc.APPROVAL_REASON] = self.scrub(shown.reason or "")
             waiting.span.add_event(sc.APPROVAL_ANSWERED_EVENT, attributes)
             if not shown.accepted:
                 return  # meant for other arguments: asked again, the wait goes on
@@ -113,7 +125,7 @@ class ToolSpans:
             waited, {sc.TOOL_NAME: shown.name, sc.APPROVAL_OUTCOME: outcome}
         )
         if outcome != "approved":
-            self._open[shown.name, shown.call_id].remove(waiting)
+            self._close((shown.name, shown.call_id), waiting)
             self._end(waiting.span, outcome, f"approval {outcome}", {})
 
     def _clock(self) -> Callable[[], float]:
@@ -131,38 +143,58 @@ class ToolSpans:
         """A call runs: in the span its approval opened, else in a new one."""
         key = shown.name, shown.call_id
         queued = self._dispatched.get(key)
-        call = queued.popleft() if queued else None
-        opened = self._open[key]
-        approved = next(
-            (tool for tool in opened if not tool.running and tool.waiting_since is None), None
-        )
+        call = None
+        if queued is not None:
+            call = queued.pop(0)
+            if not queued:
+                del self._dispatched[key]
+        opened = self._open.get(key)
+        approved = None
+        if opened is not None:
+            approved = next(
+                (tool for tool in opened if not tool.running and tool.waiting_since is None), None
+            )
         if approved is None:
-            span = self._start(shown)
-            approved = _Open(span, None)
-            opened.append(approved)
+            approved = _Open(self._start(shown), None)
+            self._open.setdefault(key, []).append(approved)
         approved.running = True
         if call is not None:
             passthrough_id = call.passthrough.get("id")
             if not shown.call_id and isinstance(passthrough_id, str):
                 approved.span.set_attribute(sc.TOOL_CALL_ID, passthrough_id)
             if call.args is not None and shown.args is not None:
-                self.secrets |= secret_values(call.args, shown.args)
+                self._unsought.append((call.args, shown.args))
 
     def finished(self, shown: ToolFinished, settled: ToolResult | None) -> None:
         """A call settled: its span ends with the outcome (and the result, on opt-in)."""
-        opened = self._open.get((shown.name, shown.call_id))
-        running = next((tool for tool in opened or () if tool.running), None)
-        if opened is None or running is None:
+        key = shown.name, shown.call_id
+        running = next((tool for tool in self._open.get(key, ()) if tool.running), None)
+        if running is None:
             return
-        opened.remove(running)
+        self._close(key, running)
         outcome = tool_outcome(shown)
         if not shown.success:
             self._telemetry.tool_failures.add(1, {sc.TOOL_NAME: shown.name, sc.ERROR_TYPE: outcome})
         ended: dict[str, Any] = {}
         if self._telemetry.capture_content and settled is not None:
             result = {"success": settled.success, "data": settled.data, "error": settled.error}
-            ended[sc.TOOL_RESULT] = self._scrub(json.dumps(result, ensure_ascii=False, default=str))
+            ended[sc.TOOL_RESULT] = self.scrub(json.dumps(result, ensure_ascii=False, default=str))
         self._end(running.span, outcome, shown.error or "", ended)
+
+    def scrub(self, text: str) -> str:
+        """`text` with every secret of the turn's calls so far replaced by `[redacted]`."""
+        for raw, shown in self._unsought:
+            self._secrets |= secret_values(raw, shown)
+        self._unsought.clear()
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def _close(self, key: tuple[str, str], tool: _Open) -> None:
+        opened = self._open[key]
+        opened.remove(tool)
+        if not opened:
+            del self._open[key]
 
     def open_spans(self) -> Iterator[Span]:
         """The spans an exception left open."""
@@ -194,7 +226,7 @@ class ToolSpans:
         ended[sc.TOOL_OUTCOME] = outcome
         if outcome != "success":
             ended[sc.ERROR_TYPE] = outcome
-            span.set_status(Status(StatusCode.ERROR, self._scrub(error)))
+            span.set_status(Status(StatusCode.ERROR, self.scrub(error)))
         span.set_attributes(ended)
         span.end()
 

@@ -50,7 +50,7 @@ from toolloop.effects.observe import (
     move_rules,
 )
 from toolloop.effects.telemetry import conventions as sc
-from toolloop.effects.telemetry.tool_spans import REDACTED, ToolSpans
+from toolloop.effects.telemetry.tool_spans import ToolSpans
 from toolloop.effects.turn import Attempt
 from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
@@ -67,11 +67,49 @@ from toolloop.states import (
     TurnStatus,
 )
 
-FAILED_STREAMS = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
 FAILED_TURNS = frozenset({TurnStatus.ERROR, TurnStatus.TIMEOUT})
-STOPS = frozenset({Move.STOPPED_BY_USER, Move.STOPPED_BEFORE_TOOL, Move.STOPPED_DURING_TOOL})
+COUNTED_MOVES = frozenset(
+    {
+        Move.FOLLOW_UP_INTERRUPT,
+        Move.STOPPED_BY_USER,
+        Move.STOPPED_BEFORE_TOOL,
+        Move.STOPPED_DURING_TOOL,
+    }
+)
+"""The moves a counter counts: the follow-up interrupts, and the kills and stops."""
+FINISHED = Phase.FINISHED
+STARTS = (fx.DispatchTool, fx.StartTool)
+STREAM_ENDED = {
+    status: {
+        sc.STREAM_STATUS: status.value,
+        sc.FINISH_REASONS: (sc.FINISH_REASON.get(status, status.value),),
+    }
+    for status in StreamStatus
+}
+"""The attributes a provider call's span ends with, by its stream's status."""
 
 RULES = move_rules()
+_LABELS: dict[Move, tuple[Phase, type[Event], Phase, dict[str, str]]] = {}
+
+
+def step_labels(source: Phase, event: type[Event], move: Move, dest: Phase) -> dict[str, str]:
+    """A step event's attributes that its move decides, made once and then reused.
+
+    Kept per move (a string: hashed in C, where a `Phase` hashes in Python) with the
+    phases and event it was made for, checked by identity; another row of the same
+    move makes them again.
+    """
+    cached = _LABELS.get(move)
+    if cached is not None and cached[0] is source and cached[1] is event and cached[2] is dest:
+        return cached[3]
+    labels = {
+        sc.MOVE: str(move),
+        sc.RULE: RULES.get((source, event, str(move), dest), ""),
+        sc.SOURCE: source.value,
+        sc.DEST: dest.value,
+    }
+    _LABELS[move] = (source, event, dest, labels)
+    return labels
 
 
 def sdk_configured() -> bool:
@@ -186,51 +224,51 @@ class TurnTrace:
         self.on_event: HostObserver | None = self._on_event if active else None
         self._context: Context = trace.set_span_in_context(span)
         self._attempt = -1
-        self._descriptor = ProviderDescriptor()
         self._chat: Span | None = None
-        self._chat_started, self._chat_model = 0.0, ""
-        self._tools = ToolSpans(telemetry, self._context, self._scrub)
+        self._chat_started, self._chat_name = 0.0, ""
+        self._chat_metric: dict[str, Any] = {}
+        self._chat_attributes: dict[str, Any] = {}
+        self._tools = ToolSpans(telemetry, self._context)
         self._settled: ToolResult | None = None
         self._status: TurnStatus | None = None
 
     # -- the observer port ------------------------------------------------------------------
 
     def _observe(self, state: IterationState, event: Event, out: Step) -> None:
-        """Every step: its event on the turn span, and the provider calls' spans."""
+        """Every step: its event on the turn span, and the provider calls' spans.
+
+        It runs on every step of a traced turn, so it reuses each move's labels and
+        what the provider calls of an attempt have in common.
+        """
         if isinstance(event, TurnStarted):
-            self._attempt += 1
-            self._descriptor = state.turn.provider
+            self._begin_attempt(state.turn.provider)
         elif isinstance(event, StreamEnded):
             self._end_chat(event)
         elif isinstance(event, ToolSettled):
             self._settled = event.result
-        dest = out.state.phase
-        move = str(out.move)
+        after, move = out.state, out.move
+        dest = after.phase
+        labels = step_labels(state.phase, type(event), move, dest)
         self._span.add_event(
-            sc.STEP_EVENT,
-            {
-                sc.MOVE: move,
-                sc.RULE: RULES.get((state.phase, type(event), move, dest), ""),
-                sc.SOURCE: state.phase.value,
-                sc.DEST: dest.value,
-                sc.ATTEMPT: self._attempt,
-                sc.ITERATION: out.state.iteration,
-            },
+            sc.STEP_EVENT, {**labels, sc.ATTEMPT: self._attempt, sc.ITERATION: after.iteration}
         )
-        telemetry = self._telemetry
-        if out.move is Move.FOLLOW_UP_INTERRUPT:
-            telemetry.follow_up_interrupts.add(1)
-        elif out.move in STOPS:
-            telemetry.stops.add(1, {sc.MOVE: move})
-        if dest is Phase.FINISHED:
-            telemetry.iterations.record(out.state.iteration + 1)  # iterations count from 0
+        if move in COUNTED_MOVES:
+            self._count(move)
+        if dest is FINISHED:
+            self._telemetry.iterations.record(after.iteration + 1)  # iterations count from 0
         for effect in out.effects:
             if isinstance(effect, fx.StreamOnce):
                 self._start_chat(effect.iteration)
-            elif isinstance(effect, fx.DispatchTool | fx.StartTool):
+            elif isinstance(effect, STARTS):
                 self._tools.dispatched(effect.call)
             elif isinstance(effect, fx.AskApproval):
                 self._tools.asking(effect.request)
+
+    def _count(self, move: Move) -> None:
+        if move is Move.FOLLOW_UP_INTERRUPT:
+            self._telemetry.follow_up_interrupts.add(1)
+        else:
+            self._telemetry.stops.add(1, {sc.MOVE: str(move)})
 
     def _on_event(self, shown: HostEvent) -> None:
         """Host events: tool spans and approvals, the first chunk, notices, the result."""
@@ -239,14 +277,14 @@ class TurnTrace:
         elif isinstance(shown, ToolFinished):
             settled, self._settled = self._settled, None
             self._tools.finished(shown, settled)
-        elif isinstance(shown, ApprovalAsked):
-            self._tools.asked(shown)
-        elif isinstance(shown, ApprovalAnswered | ApprovalExpired | ApprovalWithdrawn):
-            self._tools.ended(shown)
         elif isinstance(shown, StreamFirstChunk):
             if self._chat is not None:
                 elapsed = time.monotonic() - self._chat_started
                 self._chat.set_attribute(sc.TIME_TO_FIRST_CHUNK, elapsed)
+        elif isinstance(shown, ApprovalAsked):
+            self._tools.asked(shown)
+        elif isinstance(shown, (ApprovalAnswered, ApprovalExpired, ApprovalWithdrawn)):
+            self._tools.ended(shown)
         elif isinstance(shown, NoticeShown):
             notice = shown.notice
             attributes: dict[str, Any] = {
@@ -264,22 +302,27 @@ class TurnTrace:
 
     # -- provider calls ---------------------------------------------------------------------
 
-    def _start_chat(self, iteration: int) -> None:
+    def _begin_attempt(self, descriptor: ProviderDescriptor) -> None:
+        """A new attempt of the chain: what each of its provider calls has in common."""
+        self._attempt = attempt = self._attempt + 1
         models = self._models
-        model = models[self._attempt] if self._attempt < len(models) else self._descriptor.name
-        self._chat_started, self._chat_model = time.monotonic(), model
+        model = models[attempt] if attempt < len(models) else descriptor.name
+        provider = provider_name(descriptor)
+        self._chat_name = f"chat {model}"
+        self._chat_metric = {sc.OPERATION: "chat", sc.PROVIDER: provider, sc.REQUEST_MODEL: model}
+        self._chat_attributes = {
+            **self._chat_metric,
+            sc.REQUEST_STREAM: True,
+            sc.ATTEMPT: attempt,
+        }
+
+    def _start_chat(self, iteration: int) -> None:
+        self._chat_started = time.monotonic()
         self._chat = self._telemetry.tracer.start_span(
-            f"chat {model}",
+            self._chat_name,
             self._context,
             kind=SpanKind.CLIENT,
-            attributes={
-                sc.OPERATION: "chat",
-                sc.PROVIDER: provider_name(self._descriptor),
-                sc.REQUEST_MODEL: model,
-                sc.REQUEST_STREAM: True,
-                sc.ATTEMPT: self._attempt,
-                sc.ITERATION: iteration,
-            },
+            attributes={**self._chat_attributes, sc.ITERATION: iteration},
         )
 
     def _end_chat(self, event: StreamEnded) -> None:
@@ -287,23 +330,20 @@ class TurnTrace:
         if span is None:
             return
         result = event.result
-        reason = sc.FINISH_REASON.get(result.status, result.status.value)
-        ended: dict[str, Any] = {sc.STREAM_STATUS: result.status.value, sc.FINISH_REASONS: [reason]}
-        metric = {
-            sc.OPERATION: "chat",
-            sc.PROVIDER: provider_name(self._descriptor),
-            sc.REQUEST_MODEL: self._chat_model,
-        }
-        if result.status in FAILED_STREAMS:
+        status = result.status
+        ended = {**STREAM_ENDED[status]}
+        metric = self._chat_metric
+        if status is StreamStatus.ERROR or status is StreamStatus.TIMEOUT:
             error = result.data
-            kind = error.type if isinstance(error, StreamError) else result.status.value
-            ended[sc.ERROR_TYPE] = metric[sc.ERROR_TYPE] = kind
+            kind = error.type if isinstance(error, StreamError) else status.value
+            ended[sc.ERROR_TYPE] = kind
+            metric = {**metric, sc.ERROR_TYPE: kind}
             span.set_status(Status(StatusCode.ERROR, _message(error)))
         if self._telemetry.capture_content:
             message = {
                 "role": "assistant",
                 "parts": [{"type": "text", "content": self._scrub(result.accumulated_text)}],
-                "finish_reason": reason,
+                "finish_reason": ended[sc.FINISH_REASONS][0],
             }
             ended[sc.OUTPUT_MESSAGES] = json.dumps([message], ensure_ascii=False)
         span.set_attributes(ended)
@@ -337,9 +377,7 @@ class TurnTrace:
         yield from self._tools.open_spans()
 
     def _scrub(self, text: str) -> str:
-        for secret in self._tools.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return self._tools.scrub(text)
 
 
 def _message(error: object) -> str:

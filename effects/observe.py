@@ -64,6 +64,8 @@ class ToolStarted:
     args: JsonObject | None
     call_id: str = ""
     """The call's id: the calls of a batch run side by side, each its own tool event."""
+    index: int = 0
+    """The call's place in its batch, in the model's order (0 for a reply's only call)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -77,6 +79,8 @@ class ToolFinished:
     error: str | None
     duration_ms: int
     call_id: str = ""
+    index: int = 0
+    """The call's place in its batch, in the model's order (0 for a reply's only call)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -207,6 +211,7 @@ def host_events(
             error=event.result.error,
             duration_ms=event.duration_ms,
             call_id=getattr(call, "call_id", ""),
+            index=event.index,
         )
     elif isinstance(event, ApprovalDecided) and (pending := state.pending) is not None:
         yield approval_ended(attempt, state.iteration, pending.batch[event.index], event, out)
@@ -221,6 +226,7 @@ def host_events(
                 name=name,
                 args=redact(name, args),
                 call_id=effect.call.call_id,
+                index=effect.index if isinstance(effect, fx.StartTool) else 0,
             )
         elif isinstance(effect, fx.AskApproval):
             request = effect.request

@@ -88,7 +88,7 @@ FACADES = {
         *("AnyioClock", "cut_page", "notice_embed", "DeliveryError", "MissingSetting"),
         *("Access", "addressed", "read_message", "prompt", "no_pings", "paginate", "Page"),
         *("ChannelEvent", "ChannelObserver", "BadSetting", "image_urls", "reply_chain"),
-        *("DiscordApprovals", "TurnApprovals", "ApprovalButton"),
+        *("DiscordApprovals", "TurnApprovals", "ApprovalButton", "BatchLines"),
     },
 }
 SUBPACKAGES = {

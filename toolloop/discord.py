@@ -10,6 +10,7 @@ from toolloop.effects.discord import (
     AnyioClock,
     ApprovalButton,
     BadSetting,
+    BatchLines,
     BotSettings,
     BotVoice,
     ChannelEvent,
@@ -70,6 +71,7 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "paginate",
     "Page",
     "notice_embed",
+    "BatchLines",
     # what it tells an observer
     "ChannelEvent",
     "ChannelObserver",

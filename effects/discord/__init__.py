@@ -14,6 +14,7 @@ from toolloop.effects.discord.adapter import (
     notice_embed,
 )
 from toolloop.effects.discord.approvals import ApprovalButton, DiscordApprovals, TurnApprovals
+from toolloop.effects.discord.batch import BatchLines
 from toolloop.effects.discord.bot import ChannelEvent, ChannelObserver, ToolloopBot
 from toolloop.effects.discord.chain import reply_chain
 from toolloop.effects.discord.messages import image_urls, prompt, read_message
@@ -27,6 +28,7 @@ __all__ = [
     "AnyioClock",
     "ApprovalButton",
     "BadSetting",
+    "BatchLines",
     "BotSettings",
     "BotVoice",
     "ChannelEvent",

@@ -31,6 +31,7 @@ from toolloop.effects.discord.adapter import (
     no_pings,
 )
 from toolloop.effects.discord.approvals import DiscordApprovals
+from toolloop.effects.discord.batch import BatchLines
 from toolloop.effects.discord.chain import reply_chain
 from toolloop.effects.discord.messages import image_urls, read_message, thread_opener
 from toolloop.effects.discord.rate import Clock, EditWindow
@@ -253,7 +254,7 @@ class ToolloopBot(discord.Client):
     async def respond(self, request: TurnRequest) -> GenerationTurnResult:
         """Run the generation turn for the batch on its conversation (`conversation`), and
         remember what the persona said in the transcript (Discord holds a reply chain)."""
-        place_id, trigger = request.channel.channel_id, request.messages[-1]
+        place_id = request.channel.channel_id
         chained = self.settings.conversation == "reply_chain"
         transcript = self._transcript(place_id)
         answered = len(transcript)
@@ -265,8 +266,23 @@ class ToolloopBot(discord.Client):
             conversation = await self.read_chain(request.messages)
         else:
             conversation = transcript[-TRANSCRIPT:]
-        guild = trigger.guild
-        result = await run_generation_turn(
+        async with BatchLines(request.channel) as lines:
+            result = await self._run_turn(request, conversation, lines)
+        result = await as_delivered(result, request.channel)  # only what Discord holds
+        if chained:  # Discord holds the conversation
+            return result
+        said = [ContextItem(author=name, content=r.text) for r in result.persona_responses]
+        transcript[answered:answered] = said
+        del transcript[:-TRANSCRIPT]
+        return result
+
+    async def _run_turn(
+        self, request: TurnRequest, conversation: list[ContextItem], lines: BatchLines
+    ) -> GenerationTurnResult:
+        """The generation turn on `conversation`; its batches shown by `lines`."""
+        place_id, trigger = request.channel.channel_id, request.messages[-1]
+        name, guild = self.speaker, trigger.guild
+        return await run_generation_turn(
             turn=TurnSettings(
                 locale=self.settings.locale,
                 persona=TurnPersona(name=name),
@@ -288,19 +304,13 @@ class ToolloopBot(discord.Client):
             control=request.control,
             approvals=self.approvals.for_turn(trigger, request.control.killed),
             reply_to=str(trigger.id),
-            on_event=None if self.on_event is None else functools.partial(self._seen, place_id),
+            on_event=functools.partial(self._seen, place_id, lines),
         )
-        result = await as_delivered(result, request.channel)  # only what Discord holds
-        if chained:  # Discord holds the conversation
-            return result
-        said = [ContextItem(author=name, content=r.text) for r in result.persona_responses]
-        transcript[answered:answered] = said
-        del transcript[:-TRANSCRIPT]
-        return result
 
-    def _seen(self, channel_id: int, event: HostEvent) -> None:
-        assert self.on_event is not None
-        self.on_event(ChannelEvent(channel_id=channel_id, event=event))
+    def _seen(self, channel_id: int, lines: BatchLines, event: HostEvent) -> None:
+        lines.seen(event)
+        if self.on_event is not None:
+            self.on_event(ChannelEvent(channel_id=channel_id, event=event))
 
     @property
     def speaker(self) -> str:

@@ -111,9 +111,11 @@ class DiscordServer:
         self._runner = web.AppRunner(app)
         self.base_url = ""
 
-    def plan(self, method: str, *answers: Refusal) -> None:
-        """The next requests with `method` get these answers, in order, before any success."""
-        self._plans[method].extend(answers)
+    def plan(self, method: str, *answers: Refusal, containing: str | None = None) -> None:
+        """The next requests with `method` get these answers, in order, before any success;
+        with `containing`, only requests whose content contains that text count."""
+        key = method if containing is None else f"{method} {containing}"
+        self._plans[key].extend(answers)
 
     def contents(self, channel_id: int) -> list[str]:
         """The current text of every message in the channel, oldest first."""
@@ -244,7 +246,10 @@ class DiscordServer:
                 body,
             )
         )
-        plan = self._plans[request.method]
+        content = str(body.get("content") or "")
+        keys = [k for k in self._plans if k.startswith(f"{request.method} ") and self._plans[k]]
+        matching = [k for k in keys if k.split(" ", 1)[1] in content]
+        plan = self._plans[matching[0] if matching else request.method]
         if not plan:
             return None
         answer = plan.popleft()

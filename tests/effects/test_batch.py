@@ -158,7 +158,8 @@ class TestBatch:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_host_sees_each_call_of_a_batch_as_its_own_tool_event(backend: Backend) -> None:
-    """Observers get a ToolStarted and a ToolFinished per call, named by its call id."""
+    """Observers get a ToolStarted and a ToolFinished per call, named by its call id and its
+    place in the batch."""
     log = Log()
     host = batch_host(log, ["a", "b", "c"], LoopConfig())
     seen: list[HostEvent] = []
@@ -175,13 +176,13 @@ def test_a_host_sees_each_call_of_a_batch_as_its_own_tool_event(backend: Backend
         )
 
     run_on(backend, main)
-    started = [(e.name, e.call_id) for e in seen if isinstance(e, ToolStarted)]
+    started = [(e.name, e.call_id, e.index) for e in seen if isinstance(e, ToolStarted)]
     finished = [e for e in seen if isinstance(e, ToolFinished)]
-    assert started == [("a", "c0"), ("b", "c1"), ("c", "c2")]
-    assert sorted((e.name, e.call_id, e.success) for e in finished) == [
-        ("a", "c0", True),
-        ("b", "c1", True),
-        ("c", "c2", True),
+    assert started == [("a", "c0", 0), ("b", "c1", 1), ("c", "c2", 2)]
+    assert sorted((e.name, e.call_id, e.index, e.success) for e in finished) == [
+        ("a", "c0", 0, True),
+        ("b", "c1", 1, True),
+        ("c", "c2", 2, True),
     ]
     assert all(e.duration_ms >= 0 for e in finished)
 

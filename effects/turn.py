@@ -18,7 +18,7 @@ from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.observe import HostObserver
 from toolloop.effects.ports import ApprovalPort, Channel, Provider, ToolRegistryPort, TurnControl
-from toolloop.effects.stash import ContextStash
+from toolloop.effects.registry.stash import ContextStash
 from toolloop.states import (
     ApiFamily,
     ContextItem,

@@ -38,11 +38,11 @@ under `toolloop.`; tests/states/test_errors.py keeps this drawing true)::
       CoreMismatch (TypeError)                   effects.interpreter
       RetryableError                             effects.turn
       UnknownNotice (KeyError)                   effects.notices
-      NotRegistered (KeyError)                   effects.registry
+      NotRegistered (KeyError)                   effects.registry.tool_registry
       NoSuchRequest (LookupError)                effects.approvals
-      ToolSchemaError (ValueError)               effects.tool_schema
-      ArgumentError (ValueError)                 effects.signature
-      SignatureError (TypeError)                 effects.signature
+      ToolSchemaError (ValueError)               effects.registry.schema
+      ArgumentError (ValueError)                 effects.registry.signature
+      SignatureError (TypeError)                 effects.registry.signature
       DeliveryError (RuntimeError)               effects.discord.adapter
       MissingSetting (ValueError)                effects.discord.settings
       BadSetting (ValueError)                    effects.discord.settings

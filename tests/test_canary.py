@@ -26,7 +26,7 @@ from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.effects.signature import Secret
+from toolloop.effects.registry.signature import Secret
 from toolloop.engine.trace import Trace, TraceStep, dump_lines, load_lines, replay
 from toolloop.states import JsonObject, LoopConfig, ToolResult, TurnSettings
 from toolloop.tools.cli import main

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from toolloop.effects import registry, stash
+from toolloop.effects.registry import stash, tool_registry
 from toolloop.engine.config import VARIABLES
 from toolloop.states import LoopConfig, json_policy
 
@@ -29,10 +29,10 @@ def test_bounds_on_the_page_are_the_code_constants() -> None:
     numbers = {
         "MAX_JSON_CHARS": (json_policy.MAX_JSON_CHARS, "16,777,216"),
         "MAX_JSON_DEPTH": (json_policy.MAX_JSON_DEPTH, "100"),
-        "MAX_RESULT_CHARS": (registry.MAX_RESULT_CHARS, "100,000"),
-        "MAX_ERROR_CHARS": (registry.MAX_ERROR_CHARS, "2,000"),
-        "RING_SIZE": (registry.RING_SIZE, "1,000"),
-        "MAX_KEPT_ARGS_CHARS": (registry.MAX_KEPT_ARGS_CHARS, "10,000"),
+        "MAX_RESULT_CHARS": (tool_registry.MAX_RESULT_CHARS, "100,000"),
+        "MAX_ERROR_CHARS": (tool_registry.MAX_ERROR_CHARS, "2,000"),
+        "RING_SIZE": (tool_registry.RING_SIZE, "1,000"),
+        "MAX_KEPT_ARGS_CHARS": (tool_registry.MAX_KEPT_ARGS_CHARS, "10,000"),
         "MAX_ITEMS": (stash.MAX_ITEMS, "64"),
         "TTL_S": (stash.TTL_S, "600"),
     }

@@ -24,7 +24,7 @@ from toolloop.effects.ports import (
     TurnControl,
 )
 from toolloop.effects.registry import ToolExecution
-from toolloop.effects.stash import ContextStash
+from toolloop.effects.registry.stash import ContextStash
 from toolloop.engine.events import StopRequest
 from toolloop.states import (
     ApiFamily,

@@ -18,7 +18,12 @@ from typing import Any, TypeVar
 
 import attrs
 
-from toolloop.effects.registry import NAME_RULE, ToolSchemaError, check_name, check_parameters
+from toolloop.effects.registry.tool_registry import (
+    NAME_RULE,
+    ToolSchemaError,
+    check_name,
+    check_parameters,
+)
 from toolloop.states import (
     ApiFamily,
     DeliberateMode,

@@ -31,7 +31,7 @@ from toolloop.effects.ports import (
     ToolRegistryPort,
     TurnControl,
 )
-from toolloop.effects.stash import ContextStash
+from toolloop.effects.registry.stash import ContextStash
 from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, StreamEnded, ToolSettled
 from toolloop.engine.step import Step

@@ -17,7 +17,7 @@ from toolloop.effects.interpreter.stream import StreamStage
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.observe import HostObserver, host_events
 from toolloop.effects.ports import ApprovalPort, Channel, Provider, ToolRegistryPort, TurnControl
-from toolloop.effects.stash import ContextStash
+from toolloop.effects.registry.stash import ContextStash
 from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, TurnStarted
 from toolloop.engine.resume import resume as resumed

@@ -20,7 +20,7 @@ from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.ports import Notice, StreamRequest, StreamSink
 from toolloop.effects.registry import ToolRegistry
-from toolloop.effects.stash import ContextStash
+from toolloop.effects.registry.stash import ContextStash
 from toolloop.engine.events import Event
 from toolloop.engine.step import Step
 from toolloop.specs.invariants import Registration, registrations_cleaned_up

@@ -27,7 +27,7 @@ from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.ports import Provider, StreamRequest, StreamSink
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.effects.stash import ContextStash
+from toolloop.effects.registry.stash import ContextStash
 from toolloop.effects.turn import NUDGE, NUDGE_KIND, Attempt, RetryableError, run_generation_turn
 from toolloop.states import (
     ApiFamily,

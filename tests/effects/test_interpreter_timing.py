@@ -33,7 +33,7 @@ from tests.effects.harness import (
 from toolloop.effects.in_memory import RecordingChannel
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolCall
-from toolloop.effects.stash import ContextStash
+from toolloop.effects.registry.stash import ContextStash
 from toolloop.engine.events import StashTaken, ToolSettled
 from toolloop.states import (
     ContextItem,

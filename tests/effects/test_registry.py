@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from toolloop.effects.ports import ToolInvocation
-from toolloop.effects.registry import (
+from toolloop.effects.registry.tool_registry import (
     REDACTED,
     RING_SIZE,
     ToolCall,

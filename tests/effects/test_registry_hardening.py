@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.effects.test_registry import execute
-from toolloop.effects import registry as registry_module
-from toolloop.effects.registry import (
+from toolloop.effects.registry import tool_registry as registry_module
+from toolloop.effects.registry.tool_registry import (
     MAX_KEPT_ARGS_CHARS,
     MAX_RESULT_CHARS,
     REDACTED,

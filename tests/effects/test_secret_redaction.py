@@ -25,10 +25,10 @@ from toolloop.effects.discord import DiscordChannel, EditWindow
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.observe import ToolStarted
-from toolloop.effects.redaction import REDACTED, has_secrets, redact
 from toolloop.effects.registry import ToolRegistry, ToolSchemaError
-from toolloop.effects.signature import Secret
-from toolloop.effects.tool_schema import check_parameters, problems
+from toolloop.effects.registry.redaction import REDACTED, has_secrets, redact
+from toolloop.effects.registry.schema import check_parameters, problems
+from toolloop.effects.registry.signature import Secret
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.states import FunctionCall, JsonObject, LoopConfig, TurnSettings
 

@@ -13,7 +13,7 @@ from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import REDACTED, ToolCall, ToolRegistry, ToolSchemaError
-from toolloop.effects.signature import Secret
+from toolloop.effects.registry.signature import Secret
 from toolloop.states import (
     ContextItem,
     JsonObject,

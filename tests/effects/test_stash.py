@@ -6,7 +6,7 @@ import anyio
 import pytest
 import trio.testing
 
-from toolloop.effects.stash import MAX_ITEMS, TTL_S, ContextStash
+from toolloop.effects.registry.stash import MAX_ITEMS, TTL_S, ContextStash
 from toolloop.states import ContextItem
 
 pytestmark = pytest.mark.anyio

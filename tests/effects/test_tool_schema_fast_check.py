@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolloop.effects.tool_schema import accepting, check_parameters, compiled_check
+from toolloop.effects.registry.schema import accepting, check_parameters, compiled_check
 
 NAMES = st.sampled_from(["a", "b", "c"])
 TEXT = st.text(alphabet="ab", max_size=3)

@@ -16,7 +16,8 @@ import pytest
 from tests.effects.harness import Host, ScriptProvider, calling, completed
 from tests.mcp.conftest import Hostile, call, children, open_descriptors
 from toolloop.effects.mcp import HttpServer, McpServerError, McpToolSource, StdioServer
-from toolloop.effects.registry import MAX_RESULT_CHARS, ToolRegistry
+from toolloop.effects.registry import ToolRegistry
+from toolloop.effects.registry.tool_registry import MAX_RESULT_CHARS
 from toolloop.engine.events import ToolSettled
 from toolloop.states import LoopConfig, ToolResult, TurnStatus
 

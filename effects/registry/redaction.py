@@ -21,7 +21,7 @@ from typing import Any
 import referencing.jsonschema
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
 
-from toolloop.effects.tool_schema import regex
+from toolloop.effects.registry.schema import regex
 from toolloop.states import JsonObject
 
 __all__ = ["REDACTED", "has_secrets", "redact"]

@@ -42,8 +42,8 @@ from typing import Annotated, Any, Final, Literal, NotRequired, Required, Union
 import attrs
 import cattrs
 
-from toolloop.effects.redaction import redact
-from toolloop.effects.tool_schema import json_path
+from toolloop.effects.registry.redaction import redact
+from toolloop.effects.registry.schema import json_path
 from toolloop.states import JsonObject, ToolResult
 from toolloop.states.errors import ToolloopError
 

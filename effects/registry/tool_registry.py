@@ -8,9 +8,9 @@ interpreter's timeout and kill, the host) propagates.
 
 Secrets: a part of the arguments whose schema says `"writeOnly": true` is
 replaced by `[redacted]` wherever the registry hands arguments out for logs,
-notices and traces (`redact`, `recent`); `toolloop.effects.redaction` says
+notices and traces (`redact`, `recent`); `toolloop.effects.registry.redaction` says
 which schemas it reads. Validation failures never quote an argument's value
-(`toolloop.effects.tool_schema`), so no secret reaches an error through them.
+(`toolloop.effects.registry.schema`), so no secret reaches an error through them.
 
 Bounds (docs/reliability.md): the ring keeps the last `RING_SIZE` calls, with
 arguments longer than `MAX_KEPT_ARGS_CHARS` characters of JSON replaced by a
@@ -36,17 +36,17 @@ from jsonschema.protocols import Validator
 
 from toolloop.effects.clock import loop_clock
 from toolloop.effects.ports import KillSignal, ToolInvocation
-from toolloop.effects.redaction import REDACTED as REDACTED
-from toolloop.effects.redaction import has_secrets, redact
-from toolloop.effects.signature import (
+from toolloop.effects.registry.redaction import REDACTED as REDACTED
+from toolloop.effects.registry.redaction import has_secrets, redact
+from toolloop.effects.registry.schema import ToolSchemaError as ToolSchemaError
+from toolloop.effects.registry.schema import accepting, problems
+from toolloop.effects.registry.schema import check_parameters as check_parameters
+from toolloop.effects.registry.signature import (
     ArgumentError,
     SignatureError,
     takes_arguments_dict,
     typed_tool,
 )
-from toolloop.effects.tool_schema import ToolSchemaError as ToolSchemaError
-from toolloop.effects.tool_schema import accepting, problems
-from toolloop.effects.tool_schema import check_parameters as check_parameters
 from toolloop.engine.construct import constructor
 from toolloop.states import (
     ApiFamily,
@@ -119,7 +119,7 @@ class ToolCall:
 ToolReturn: TypeAlias = ToolResult | JsonObject | None
 ToolFunction: TypeAlias = Callable[[JsonObject, ToolCall], Awaitable[ToolReturn]]
 AnyToolFunction = TypeVar("AnyToolFunction", bound=Callable[..., Awaitable[Any]])
-"""The dict form `(args, call)` or a typed function (`toolloop.effects.signature`), which
+"""The dict form `(args, call)` or a typed function (`toolloop.effects.registry.signature`), which
 may return any JSON data."""
 ProviderGate: TypeAlias = Callable[[ProviderDescriptor], bool]
 TurnGate: TypeAlias = Callable[[ToolContext], bool]
@@ -209,7 +209,7 @@ class ToolRegistry:
         `name` defaults to the function's name, `description` to its docstring,
         `parameters` to an object schema without properties, or, for a typed
         function (not `(args, call)`), to the schema its signature implies
-        (`toolloop.effects.signature`); it is then called with typed arguments.
+        (`toolloop.effects.registry.signature`); it is then called with typed arguments.
         `providers` is the API families that support the tool (or a predicate
         over the provider; None: all). `available` is a predicate over the turn's
         `ToolContext`. `exclusive`: the tool runs alone within a batch of calls.

@@ -33,9 +33,9 @@ under `toolloop.`; tests/states/test_errors.py keeps this drawing true)::
       GraphvizMissing (RuntimeError)             specs.diagram
       GraphvizFailed (RuntimeError)              specs.diagram
       UndeclaredMove (ValueError)                specs.diagram
-      ImpersonationAborted (RuntimeError)        effects.interpreter
-      NoApprovalsPort (TypeError)                effects.interpreter
-      CoreMismatch (TypeError)                   effects.interpreter
+      ImpersonationAborted (RuntimeError)        effects.interpreter.errors
+      NoApprovalsPort (TypeError)                effects.interpreter.errors
+      CoreMismatch (TypeError)                   effects.interpreter.errors
       RetryableError                             effects.turn
       UnknownNotice (KeyError)                   effects.notices
       NotRegistered (KeyError)                   effects.registry.tool_registry

@@ -18,8 +18,8 @@ from toolloop.effects.interpreter.calls import (
     Call,
     Sink,
     Started,
-    Superseded,
     ToolRun,
+    _Superseded,
 )
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.observe import HostObserver
@@ -135,7 +135,7 @@ class Attempt:
 
         Its value, settled into the next event. The one coroutine of a provider call or
         a tool: its performer prepares it in the runner's frame, so a waiting turn holds
-        no frame of its own. Raises `Superseded` (or the cancellation) once the call
+        no frame of its own. Raises `_Superseded` (or the cancellation) once the call
         was taken.
         """
         self.control.register_kill(call)
@@ -151,13 +151,13 @@ class Attempt:
             if call.returned():
                 self._release(call)
                 raise
-            raise Superseded from None
+            raise _Superseded from None
         except BaseException:  # cancelled: from outside, or because the call was taken
             if call.returned():
                 self._release(call)
             raise
         if not call.returned():
-            raise Superseded
+            raise _Superseded
         self._release(call)
         return settle(call, value)
 

@@ -252,5 +252,5 @@ class Sink(Call):
         return "".join(self.parts)
 
 
-class Superseded(Exception):
+class _Superseded(Exception):
     """The runner's call was taken: the loop goes on in another runner, this one ends."""

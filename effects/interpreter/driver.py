@@ -10,7 +10,7 @@ import anyio
 
 from toolloop.effects.interpreter.attempt import Observer, Outcome, Recorder, StartFrom
 from toolloop.effects.interpreter.batch import BatchStage
-from toolloop.effects.interpreter.calls import Sink, Superseded, ToolRun
+from toolloop.effects.interpreter.calls import Sink, ToolRun, _Superseded
 from toolloop.effects.interpreter.control import ControlEffects
 from toolloop.effects.interpreter.errors import RAISES, CoreMismatch
 from toolloop.effects.interpreter.stream import StreamStage
@@ -162,7 +162,7 @@ class _Interpreter(StreamStage, BatchStage, ControlEffects):
         """Step the loop from `state` and `event` to its outcome, unless a call is taken.
 
         A taken call cancels its runner (`TaskHandle.cancel`, whose scope ends the
-        task quietly) or, when it returns anyway, raises `Superseded`. One frame
+        task quietly) or, when it returns anyway, raises `_Superseded`. One frame
         for the whole chain: a frame per layer would be held by every waiting turn.
         """
         observer, recorder = self.observer, self.recorder
@@ -198,7 +198,7 @@ class _Interpreter(StreamStage, BatchStage, ControlEffects):
                     return
                 answer = self._perform(last)
                 event = _answer(last, None if answer is None else await answer)
-        except Superseded:
+        except _Superseded:
             return
         except Exception as error:  # the attempt's failure, raised by `run_tool_loop`
             self._end_batch()

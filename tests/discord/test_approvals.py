@@ -5,10 +5,12 @@ a press or a modal submission is a real INTERACTION_CREATE payload parsed by
 discord.py's gateway parser (`DiscordServer.press`, `submit`), answered through
 the real interaction callback route. The tool `purge` requires approval; the
 model is the scripted provider: it asks for `purge`, then says what it read.
+The approval timeout runs its real 300 s on looptime's virtual event loop clock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 from collections.abc import AsyncIterator, Callable
@@ -17,10 +19,11 @@ from typing import Any
 import anyio
 import discord
 import discord.ext.test as dpytest
+import looptime
 import pytest
 from discord.ext.test import backend
 
-from tests.discord.conftest import EVERY_MESSAGE, channel, configured, run
+from tests.discord.conftest import EVERY_MESSAGE, channel, configured, embeds, run
 from tests.discord.discord_server import APPLICATION_ID, Callback, DiscordServer
 from tests.effects.harness import ScriptProvider, calling, completed
 from toolloop.effects.discord import Access, BotSettings, ToolloopBot
@@ -32,10 +35,12 @@ from toolloop.effects.discord.approvals import (
     WITHDRAWN,
     PromptKey,
     call_key,
+    opened,
+    request_embed,
 )
 from toolloop.effects.in_memory import MemoryKillSignal
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.states import ApprovalRequest, JsonObject, Verdict, args_digest
+from toolloop.states import ApprovalDecision, ApprovalRequest, JsonObject, Verdict, args_digest
 
 PURGE = {
     "type": "object",
@@ -405,35 +410,37 @@ class TestRetired:
         assert buttons(prompt) == [("Approve", True), ("Deny", True)]
         assert ran == []
 
-    def test_a_wait_the_loop_gave_up_on_says_expired(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """The loop cancels `ask` when `TOOL_APPROVAL_TIMEOUT_MS` runs out (at least 10 s, so
-        this test cancels it as the loop does instead of waiting): the request is retired
-        as expired, not withdrawn (the turn was not killed)."""
+    def test_nobody_answering_within_the_timeout_expires_the_request(self) -> None:
+        """The loop's own `TOOL_APPROVAL_TIMEOUT_MS` (300 s by default) runs out on a virtual
+        event loop clock (looptime; dpytest answers in memory, so no socket waits on it):
+        the request says it expired, its buttons are disabled, and the model reads that
+        nobody approved the call in time."""
 
-        async def main() -> tuple[dict[str, Any], tuple[ApprovalRequest, ...]]:
-            async with DiscordServer() as server:
-                bot = await started(server, monkeypatch, ScriptProvider(), ToolRegistry())
-                trigger = await dpytest.message("clean up", channel=0)
-                port = bot.approvals.for_turn(trigger, MemoryKillSignal())
-                request = ApprovalRequest(
-                    tool="purge",
-                    call_id="call_1",
-                    args={"count": 5},
-                    channel_id=str(channel(0).id),
-                    user_id=str(member(0).id),
-                    digest=args_digest({"count": 5}),
-                )
-                async with anyio.create_task_group() as group:
-                    group.start_soon(port.ask, request)
-                    await until(lambda: bool(server.with_components(channel(0).id)))
-                    group.cancel_scope.cancel()
-                await bot.http.close()
-                return server.with_components(channel(0).id)[-1], bot.approvals.pending()
+        async def main() -> tuple[list[discord.Embed], list[JsonObject], str, float]:
+            ran: list[JsonObject] = []
+            provider = ScriptProvider(calling("purge", ARGS), completed("Nobody answered."))
+            bot = ToolloopBot(
+                BotSettings(token="test", access=EVERY_MESSAGE),
+                provider=provider,
+                registry=purge_registry(ran),
+                intents=discord.Intents.all(),
+            )
+            await configured(bot)
+            started_at = asyncio.get_running_loop().time()
+            await dpytest.message("clean up", channel=0)
+            await bot.turns.wait_idle()
+            waited = asyncio.get_running_loop().time() - started_at
+            return embeds(channel(0)), ran, read_by_model(provider), waited
 
-        prompt, pending = run(main)
-        assert footer(prompt) == TIMED_OUT
-        assert buttons(prompt) == [("Approve", True), ("Deny", True)]
-        assert pending == ()
+        loop = looptime.new_event_loop(start=0)
+        try:
+            shown, ran, read, waited = loop.run_until_complete(main())
+        finally:
+            loop.close()
+        assert [(e.title, e.footer.text) for e in shown] == [("Run purge?", TIMED_OUT)]
+        assert ran == []
+        assert "Nobody approved this tool call within 300 s" in read
+        assert 300 <= waited < 310
 
     def test_a_press_after_a_restart_answers_expired(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """The bot asked, then a new bot instance started (the process restarted; no turn
@@ -467,6 +474,65 @@ class TestRetired:
         assert shown["embeds"][0]["title"] == "Run purge?"
         assert buttons(shown) == [("Approve", True), ("Deny", True)]
         assert ran == []
+
+
+class TestAfterARestart:
+    """A turn that runs again after a restart (resumed from a journal) asks again under the
+    same button ids, so the request's earlier message still reaches it."""
+
+    def test_a_press_on_the_earlier_message_reaches_the_turn_asking_again(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The request's message from before the restart (posted by the process that died)
+        and the one the resumed turn posts: Approve on the earlier one decides the waiting
+        `ask` with the request's full digest, and both messages show the decision."""
+
+        async def main() -> tuple[ApprovalDecision, dict[str, Any], dict[str, Any], Callback]:
+            async with DiscordServer() as server:
+                bot = await started(server, monkeypatch, ScriptProvider(), ToolRegistry())
+                trigger = await dpytest.message("clean up", channel=0)
+                request = ApprovalRequest(
+                    tool="purge",
+                    call_id="call_1",
+                    args={"count": 5},
+                    channel_id=str(channel(0).id),
+                    user_id=str(member(0).id),
+                    digest=args_digest({"count": 5}),
+                )
+                key = PromptKey.of(trigger.id, request)
+                earlier = await channel(0).send(
+                    embed=request_embed(request, None), view=opened(key)
+                )
+                port = bot.approvals.for_turn(trigger, MemoryKillSignal())
+                decisions: list[ApprovalDecision] = []
+
+                async def resumed() -> None:
+                    decisions.append(await port.ask(request))
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(resumed)
+                    await until(lambda: len(server.with_components(channel(0).id)) == 2)
+                    await until(lambda: bool(bot.approvals.pending()))
+                    answer = await server.press(
+                        bot, earlier.id, key.custom_id(Verdict.APPROVE), member(0)
+                    )
+                await until(lambda: all(footer(m) for m in server.with_components(channel(0).id)))
+                first, again = server.with_components(channel(0).id)
+                await bot.http.close()
+                return decisions[0], first, again, answer
+
+        decision, first, again, answer = run(main)
+        assert answer.type == 7
+        assert decision == ApprovalDecision(
+            verdict=Verdict.APPROVE, digest=args_digest({"count": 5}), by=str(member_id(0))
+        )
+        for shown in (first, again):
+            assert footer(shown) == f"Approved by {member_name(0)}"
+            assert buttons(shown) == [("Approve", True), ("Deny", True)]
+
+
+def member_id(index: int) -> int:
+    return member(index).id
 
 
 def old_channel(prompt: dict[str, Any]) -> int:

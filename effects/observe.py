@@ -9,6 +9,7 @@ interpreter's notice sender; every one names its attempt and iteration.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 import attrs
 
@@ -16,7 +17,7 @@ from toolloop.effects.ports import Notice
 from toolloop.engine import commands as fx
 from toolloop.engine.events import ApprovalDecided, Event, StreamEnded, ToolSettled
 from toolloop.engine.step import Step
-from toolloop.engine.table import TABLE
+from toolloop.engine.table import TABLE, Move
 from toolloop.states import (
     BatchCall,
     GenerationTurnResult,
@@ -186,6 +187,33 @@ def move_rules() -> dict[tuple[Phase, type[Event], str, Phase], str]:
         key = (row.source, row.event, str(row.move), row.dest)
         rules[key] = " ".join(dict.fromkeys([*rules.get(key, "").split(), *row.rule.split()]))
     return rules
+
+
+Made = TypeVar("Made")
+
+
+class MoveMemo(Generic[Made]):
+    """What an observer makes of a step's move (its labels, its timeline text), made once.
+
+    `make(source, event, move, dest, rule)` is called the first time a move is seen
+    between those phases; the result is kept per move (a string: hashed in C, where
+    a `Phase` hashes in Python) with the phases and event it was made for, checked by
+    identity, so a step costs one lookup. Another row of the same move makes it again.
+    """
+
+    def __init__(self, make: Callable[[Phase, type[Event], Move, Phase, str], Made]) -> None:
+        self._make = make
+        self._rules = move_rules()
+        self._made: dict[Move, tuple[Phase, type[Event], Phase, Made]] = {}
+
+    def __call__(self, source: Phase, event: type[Event], move: Move, dest: Phase) -> Made:
+        made = self._made.get(move)
+        if made is not None and made[0] is source and made[1] is event and made[2] is dest:
+            return made[3]
+        rule = self._rules.get((source, event, str(move), dest), "")
+        result = self._make(source, event, move, dest, rule)
+        self._made[move] = (source, event, dest, result)
+        return result
 
 
 def host_events(

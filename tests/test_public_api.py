@@ -81,6 +81,11 @@ FACADES = {
         *("Journal", "JournaledTurn", "TurnPorts", "run_journaled", "resume", "resume_turn"),
         *("JournalError", "TurnInProgress", "ReplayError", "STALE_AFTER_S"),
     },
+    "toolloop.temporal": {
+        *("TurnInput", "TurnWorkflow", "TurnActivities", "Ports", "Decision", "Waiting"),
+        *("connect", "start_turn", "turn_worker", "data_converter", "TASK_QUEUE"),
+        *("RESULT_LIMIT", "HISTORY_EVENTS", "HISTORY_BYTES"),
+    },
     "toolloop.gemini": {"GeminiProvider", "DEFAULT_BASE_URL", "SKIP_SIGNATURE"},
     "toolloop.discord": {
         *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),
@@ -103,6 +108,7 @@ SUBPACKAGES = {
     "mcp",
     "gemini",
     "durable",
+    "temporal",
     "otel",
     "inspect",
 }

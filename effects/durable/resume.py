@@ -282,7 +282,7 @@ class _ResumedRegistry:
     ) -> ToolResult:
         if call in self.in_flight:
             self.in_flight.remove(call)
-            if not _idempotent(self.inner, call.name.strip()):
+            if not runs_again(self.inner, call.name.strip()):
                 return interrupted(call.name.strip())
         return await self.inner.execute(call, context, invocation)
 
@@ -318,7 +318,8 @@ def interrupted(tool: str) -> ToolResult:
     )
 
 
-def _idempotent(registry: Any, tool: str) -> bool:
-    """`ToolRegistry.idempotent`; a registry without the notion runs nothing twice."""
+def runs_again(registry: Any, tool: str) -> bool:
+    """A call in flight when its process or worker died runs again: `ToolRegistry.idempotent`;
+    a registry without the notion runs nothing twice."""
     check = getattr(registry, "idempotent", None)
     return bool(check(tool)) if callable(check) else False

@@ -1,0 +1,1 @@
+"""Turns as Temporal workflows: `step` in the workflow, the effects as activities."""

@@ -1,0 +1,318 @@
+"""The turn's effects as Temporal activities, carried out against the host's ports.
+
+A worker builds `TurnActivities` from `ports`, which gives the ports of a
+channel (its provider, registry, channel, turn control, catalog, stash), the
+same `TurnPorts` the embedded journal takes. The timing rules of the loop run
+here, where the call runs:
+
+* a provider call keeps the rolling inactivity timeout itself (each
+  `sink.progress()` pushes it back and heartbeats what the channel shows of the
+  call); its activity's heartbeat timeout is that timeout plus the settle and
+  about 1 s, so the server's timeout fires only when the worker itself is gone;
+* a tool heartbeats every `heartbeat_every` seconds, so the workflow's kill
+  (an activity cancellation) reaches it and a lost worker is noticed;
+* a call run again after its worker was lost runs only when its tool is
+  idempotent (`toolloop.durable`'s rule).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import anyio
+from temporalio import activity
+
+from toolloop.effects.durable.resume import TurnPorts, interrupted, runs_again
+from toolloop.effects.notices import NoticeCatalog, render_notice
+from toolloop.effects.ports import (
+    Notice,
+    StreamingContext,
+    StreamRequest,
+    StreamSpan,
+    ToolInvocation,
+)
+from toolloop.effects.temporal.messages import (
+    CallFacts,
+    Chores,
+    StashInput,
+    StreamInput,
+    StreamOutput,
+    ToolInput,
+    bounded,
+)
+from toolloop.engine import commands as fx
+from toolloop.engine import tool_call
+from toolloop.engine.events import StashTaken
+from toolloop.states import (
+    LoopConfig,
+    StreamError,
+    StreamResult,
+    StreamStatus,
+    ToolResult,
+    TurnSettings,
+)
+
+log = logging.getLogger("toolloop.temporal")
+Ports = Callable[[str], TurnPorts]
+"""The host's ports for the turns of a channel, by its id (`TurnSettings.channel_id`)."""
+
+
+class TurnActivities:
+    """The activities of every turn a worker serves; register `all()` with the worker."""
+
+    def __init__(self, ports: Ports, *, heartbeat_every: float = 1.0) -> None:
+        self._ports = ports
+        self._heartbeat_every = heartbeat_every
+
+    def all(self) -> list[Callable[..., object]]:
+        return [self.stream, self.tool, self.chores, self.take_stash]
+
+    @activity.defn(name="toolloop.stream")
+    async def stream(self, given: StreamInput) -> StreamOutput:
+        """One provider call; a kill or a follow-up (the workflow cancels) ends it with its text."""
+        ports = self._ports(given.turn.channel_id)
+        once = given.once
+        span = StreamSpan(
+            attempt=0,
+            iteration=once.iteration,
+            reply_to=ports.reply_to,
+            suppressed=once.suppress_text_output,
+        )
+        sink = _Sink(ports, span, given.shown, given.config)
+        request = StreamRequest(
+            turn=given.turn,
+            once=once,
+            tools=ports.registry.specs(ports.provider.descriptor),
+            reply_to=ports.reply_to,
+            verbatim=ports.verbatim,
+        )
+        ports.channel.stream_started(span)
+        try:
+            result = await sink.run(ports.provider.stream(request, sink))
+        except asyncio.CancelledError:
+            if not activity.is_cancelled():
+                raise
+            # The workflow names the reason (kill or follow-up); the text is what counts here.
+            result = StreamResult(status=StreamStatus.STOPPED_BY_USER, accumulated_text=sink.text)
+        finally:
+            ports.channel.stream_ended(span)
+        if result.status is StreamStatus.TIMEOUT and sink.silent:
+            await _inactivity_notice(ports, given.turn, given.config, once.iteration)
+        return StreamOutput(result=result, calls=_facts(ports, given, result))
+
+    @activity.defn(name="toolloop.tool")
+    async def tool(self, given: ToolInput) -> ToolResult:
+        """One tool call; heartbeats so the workflow's kill reaches it and a lost worker shows."""
+        ports = self._ports(given.channel_id)
+        name = given.call.name.strip()
+        if given.again and not runs_again(ports.registry, name):
+            return interrupted(name)
+        killed = anyio.Event()
+
+        async def notify(text: str) -> None:
+            if given.context.suppress_progress_notices or killed.is_set():
+                return
+            notice = Notice(
+                key="tool_progress",
+                level=fx.Level.INFO.value,
+                text=text,
+                hidden=False,
+                iteration=given.context.iteration,
+                identity=given.identity,
+            )
+            await _send(ports.channel.send_notice, notice)
+
+        invocation = ToolInvocation(
+            killed=killed,
+            notify=notify,
+            streaming=StreamingContext(
+                reply_to=ports.reply_to,
+                identity=given.identity,
+                pre_tool_text=given.pre_tool_text,
+                text_suppressed=given.text_suppressed,
+            ),
+        )
+        async with anyio.create_task_group() as beats:
+            beats.start_soon(self._beat)
+            try:
+                result = await ports.registry.execute(given.call, given.context, invocation)
+            except asyncio.CancelledError:
+                killed.set()
+                raise
+            beats.cancel_scope.cancel()
+        return bounded(result, given.result_limit)
+
+    @activity.defn(name="toolloop.chores")
+    async def chores(self, given: Chores) -> None:
+        """A step's notices and turn-control counts, in order; a failed notice is logged."""
+        ports = self._ports(given.turn.channel_id)
+        catalog = ports.catalog or NoticeCatalog.default()
+        control = ports.control
+        for effect in given.effects:
+            if isinstance(effect, fx.SendNotice):
+                notice = render_notice(effect, given.turn, catalog, ports.registry.redact)
+                channel = ports.channel
+                await _send(
+                    channel.send_hidden_notice if effect.hidden else channel.send_notice, notice
+                )
+            else:
+                _CONTROL[type(effect)](control, effect)
+
+    @activity.defn(name="toolloop.take_stash")
+    async def take_stash(self, given: StashInput) -> StashTaken:
+        stash = self._ports(given.channel_id).stash
+        return StashTaken(item=None if stash is None else stash.take(given.key))
+
+    async def _beat(self) -> None:
+        while True:
+            activity.heartbeat()
+            await anyio.sleep(self._heartbeat_every)
+
+
+_CONTROL: dict[type[fx.Effect], Callable[..., None]] = {
+    fx.ResetFollowUpCount: lambda control, _: control.reset_follow_up_count(),
+    fx.IncrementFollowUpCount: lambda control, _: control.increment_follow_up_count(),
+    fx.QueueStopResponse: lambda control, _: control.queue_stop_response(),
+    fx.ClearStopRequest: lambda control, _: control.clear_stop_request(),
+    fx.MarkToolChainActive: lambda control, _: control.set_tool_chain_active(),
+    fx.CountToolUsage: lambda control, effect: control.count_tool_usage(effect.name),
+    fx.RetainAffordance: lambda control, effect: control.retain_affordance(effect.name),
+}
+"""The host's turn control for each of a step's count effects (the workflow holds the
+stop and follow-up requests and the kill itself)."""
+HOST_CHORES = (fx.SendNotice, *_CONTROL)
+"""The fire-and-forget effects the `chores` activity carries out."""
+
+
+class _Sink:
+    """The provider's sink in the activity: text to the channel, progress to the heartbeat.
+
+    `shown` is what the channel already shows of this call from a run whose worker
+    was lost: the run's text is matched against it and only what goes beyond it, or
+    differs from it, is sent.
+    """
+
+    def __init__(self, ports: TurnPorts, span: StreamSpan, shown: str, config: LoopConfig) -> None:
+        self._ports, self._span = ports, span
+        self._shown = shown
+        self._showing = shown
+        """What the channel shows of this call: heartbeated, a later run's `shown`."""
+        self._timeout = config.stream_sdk_call_timeout_ms / 1000
+        self._parts: list[str] = []
+        self._scope: anyio.CancelScope | None = None
+        self.silent = False
+        self._failure: Exception | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    async def run(self, stream: asyncio.Future[StreamResult] | object) -> StreamResult:
+        """The provider's result, or `timeout` once it was silent too long, or `error` when
+        the channel refused its text."""
+        with anyio.CancelScope(deadline=anyio.current_time() + self._timeout) as scope:
+            self._scope = scope
+            result: StreamResult = await stream  # type: ignore[misc]
+        if self._failure is not None:
+            return _channel_failed(self.text, self._failure)
+        if scope.cancelled_caught:
+            self.silent = True
+            seconds = _seconds(self._timeout)
+            error = StreamError(
+                type="timeout", message=f"no data from the provider for {seconds} s"
+            )
+            return StreamResult(status=StreamStatus.TIMEOUT, accumulated_text=self.text, data=error)
+        return result
+
+    def progress(self) -> None:
+        if self._scope is not None:
+            self._scope.deadline = anyio.current_time() + self._timeout
+        activity.heartbeat(self._showing)
+
+    async def deliver(self, text: str) -> None:
+        if self._failure is not None:
+            return
+        self._parts.append(text)
+        if self._span.suppressed:
+            return
+        if self._shown:
+            same = _common_prefix(self._shown, text)
+            self._shown = self._shown[same:] if same == len(text) else ""
+            text = text[same:]
+            if not text:
+                return
+        try:
+            await self._ports.channel.send_text(text, reply_to=self._span.reply_to)
+        except Exception as error:  # the platform refused or failed the send (SPEC 5)
+            self._parts.pop()
+            self._failure = error
+            if self._scope is not None:
+                self._scope.cancel()
+            return
+        self._showing += text
+        activity.heartbeat(self._showing)
+
+
+def _facts(ports: TurnPorts, given: StreamInput, result: StreamResult) -> tuple[CallFacts, ...]:
+    registry, descriptor = ports.registry, ports.provider.descriptor
+    needs = getattr(registry, "needs_approval", None)
+    facts = []
+    for call in result.batch:
+        name = call.name.strip()
+        own = registry.timeout_ms(name)
+        asks = needs is not None and needs(tool_call.renamed(call, name), given.context)
+        facts.append(
+            CallFacts(
+                exclusive=registry.exclusive(name),
+                approval=bool(asks),
+                timeout_ms=given.config.tool_execution_timeout_ms if own is None else own,
+                follow_up=registry.requires_follow_up(name, descriptor, descriptor.server),
+            )
+        )
+    return tuple(facts)
+
+
+async def _inactivity_notice(
+    ports: TurnPorts, turn: TurnSettings, config: LoopConfig, iteration: int
+) -> None:
+    if turn.suppress_user_errors:
+        return
+    effect = fx.SendNotice(
+        key=fx.NoticeKey.STREAM_INACTIVITY_TIMEOUT,
+        level=fx.Level.WARNING,
+        iteration=iteration,
+        details={"seconds": _seconds(config.stream_sdk_call_timeout_ms / 1000)},
+    )
+    catalog = ports.catalog or NoticeCatalog.default()
+    notice = render_notice(effect, turn, catalog, ports.registry.redact)
+    await _send(ports.channel.send_notice, notice)
+
+
+async def _send(send: Callable[[Notice], object], notice: Notice) -> None:
+    """A notice that fails to send is logged and never ends the turn."""
+    try:
+        await send(notice)  # type: ignore[misc]
+    except Exception:
+        log.exception("could not send the %s notice", notice.key)
+
+
+def _channel_failed(text: str, failure: Exception) -> StreamResult:
+    error = StreamError(
+        type="channel_send_failed",
+        message=f"the channel could not deliver text: {type(failure).__name__}: {failure}",
+        retryable=False,
+    )
+    return StreamResult(status=StreamStatus.ERROR, accumulated_text=text, data=error)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+def _seconds(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)

@@ -1,0 +1,75 @@
+"""The world of a turn served by Temporal workers: a loopback model, a channel, tools.
+
+Each worker builds its ports from the same world, as workers of one bot do
+(the chat platform and the tools' effects are shared; the registry and turn
+control are the worker's own).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from tests.openai_server import OpenAIServer
+from toolloop.durable import TurnPorts
+from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
+from toolloop.effects.providers.openai_compat import OpenAICompatProvider
+from toolloop.effects.registry import ToolCall, ToolRegistry
+from toolloop.states import JsonObject, LoopConfig, TurnSettings
+from toolloop.temporal import TurnInput, connect, start_turn, turn_worker
+
+CENTS: JsonObject = {"type": "object", "properties": {"cents": {"type": "integer"}}}
+
+
+class World:
+    """A channel and the runs of each tool; `ports` is what a worker gets for a channel."""
+
+    def __init__(self, server: OpenAIServer) -> None:
+        self.channel = RecordingChannel()
+        self.control = MemoryTurnControl()
+        self.runs: list[str] = []
+        self.provider = OpenAICompatProvider(base_url=server.base_url, model="m")
+        self.started = anyio.Event()
+        """Set when a tool starts (the tests kill or wait there)."""
+        self.release = anyio.Event()
+
+    def ports(self, channel_id: str) -> TurnPorts:
+        registry = ToolRegistry()
+
+        async def lookup(args: JsonObject, call: ToolCall) -> JsonObject:
+            self.runs.append("lookup")
+            return {"found": args.get("cents")}
+
+        async def slow(args: JsonObject, call: ToolCall) -> JsonObject:
+            self.runs.append("slow")
+            self.started.set()
+            await self.release.wait()
+            return {"done": True}
+
+        registry.register(lookup, parameters=CENTS)
+        registry.register(slow, parameters=CENTS)
+        return TurnPorts(
+            provider=self.provider, registry=registry, channel=self.channel, control=self.control
+        )
+
+
+@asynccontextmanager
+async def serving(target: str, world: World) -> AsyncIterator[tuple[object, str]]:
+    """A client and a worker on a task queue of this test's own."""
+    client = await connect(target)
+    queue = f"test-{uuid.uuid4()}"
+    async with turn_worker(client, world.ports, task_queue=queue, heartbeat_every=0.2):
+        yield client, queue
+    await world.provider.aclose()
+
+
+async def run(
+    target: str, world: World, config: LoopConfig | None = None, **limits: object
+) -> object:
+    async with serving(target, world) as (client, queue):
+        given = TurnInput(turn=TurnSettings(), config=config or LoopConfig(), **limits)  # type: ignore[arg-type]
+        handle = await start_turn(client, f"turn-{uuid.uuid4()}", given, task_queue=queue)  # type: ignore[arg-type]
+        return await handle.result()

@@ -241,9 +241,7 @@ class _JournaledChannel:
 
     async def send_text(self, text: str, *, reply_to: str | None) -> None:
         if self.shown:
-            same = _common_prefix(self.shown, text)
-            self.shown = self.shown[same:] if same == len(text) else ""
-            text = text[same:]
+            self.shown, text = unshown(self.shown, text)
             if not text:
                 return
         await self.inner.send_text(text, reply_to=reply_to)
@@ -260,6 +258,13 @@ class _JournaledChannel:
 
     async def delete_messages(self, ids: Sequence[str]) -> None:
         await self.inner.delete_messages(ids)
+
+
+def unshown(shown: str, text: str) -> tuple[str, str]:
+    """A piece of a stream made again, against what the channel `shown` of its first run:
+    what stays shown and unmatched, and what of `text` goes beyond it or differs from it."""
+    same = _common_prefix(shown, text)
+    return (shown[same:] if same == len(text) else ""), text[same:]
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from toolloop.effects.interpreter.attempt import Attempt, log
-from toolloop.effects.notices import NOTICE_LIMIT
+from toolloop.effects.notices import identity, render_notice
 from toolloop.effects.observe import NoticeShown
 from toolloop.effects.ports import Notice
 from toolloop.engine import commands as fx
@@ -18,21 +18,7 @@ class Announcer(Attempt):
     __slots__ = ()
 
     async def _notice(self, effect: fx.SendNotice) -> None:
-        details = dict(effect.details)
-        failed = effect.key is fx.NoticeKey.TOOL_CALL_FAILED
-        if failed:
-            tool = str(details.get("tool_name"))
-            details["args"] = self.registry.redact(tool, details.get("args"))
-        details.setdefault("iteration", effect.iteration)
-        text = self.catalog.render(effect.key.value, self.turn.locale, details)
-        notice = Notice(
-            key=effect.key.value,
-            level=effect.level.value,
-            text=text[:NOTICE_LIMIT] if failed else text,
-            hidden=effect.hidden,
-            iteration=effect.iteration,
-            identity=self._identity(),
-        )
+        notice = render_notice(effect, self.turn, self.catalog, self.registry.redact)
         send = self.channel.send_hidden_notice if effect.hidden else self.channel.send_notice
         await self._send(send, notice)
 
@@ -48,7 +34,7 @@ class Announcer(Attempt):
 
     def _identity(self) -> str | None:
         """The persona's webhook identity; None (the bot's own) under user impersonation."""
-        return None if self.turn.user_impersonation else self.turn.persona.name
+        return identity(self.turn)
 
     def _log(self, effect: fx.Log) -> None:
         level = _LEVELS[effect.level]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable
-from typing import Any
 
 import anyio
 
@@ -105,7 +104,7 @@ class StreamStage(Announcer):
         it as `stopped_by_user`, without the notice.
         """
         if sink.failure is not None:
-            return _channel_failed(sink, sink.failure)
+            return channel_failed(sink.text, sink.failure)
         if sink.interrupted:
             return StreamResult(status=StreamStatus.FOLLOW_UP_INTERRUPT, accumulated_text=sink.text)
         if sink.killed or self.control.pending_request() is StopRequest.STOP:
@@ -119,32 +118,38 @@ class StreamStage(Announcer):
             return _stopped(sink)
         seconds = in_seconds(self.config.stream_sdk_call_timeout_ms)
         if not self.turn.suppress_user_errors:
-            await self._notice(_inactivity_notice(sink.effect.iteration, {"seconds": seconds}))
-        error = StreamError(type="timeout", message=f"no data from the provider for {seconds} s")
-        return StreamResult(status=StreamStatus.TIMEOUT, accumulated_text=sink.text, data=error)
+            await self._notice(inactivity_notice(sink.effect.iteration, seconds))
+        return silent(sink.text, seconds)
 
 
-def _inactivity_notice(iteration: int, details: dict[str, Any]) -> fx.SendNotice:
+def inactivity_notice(iteration: int, seconds: str) -> fx.SendNotice:
+    """The notice of a stream the provider left silent for `seconds`."""
     return fx.SendNotice(
         key=fx.NoticeKey.STREAM_INACTIVITY_TIMEOUT,
         level=fx.Level.WARNING,
         iteration=iteration,
-        details=details,
+        details={"seconds": seconds},
     )
+
+
+def silent(text: str, seconds: str) -> StreamResult:
+    """The `timeout` of a stream silent for `seconds` after delivering `text`."""
+    error = StreamError(type="timeout", message=f"no data from the provider for {seconds} s")
+    return StreamResult(status=StreamStatus.TIMEOUT, accumulated_text=text, data=error)
 
 
 def _stopped(sink: Sink) -> StreamResult:
     return StreamResult(status=StreamStatus.STOPPED_BY_USER, accumulated_text=sink.text)
 
 
-def _channel_failed(sink: Sink, failure: Exception) -> StreamResult:
+def channel_failed(text: str, failure: Exception) -> StreamResult:
     """The stream's `error` when the channel could not deliver its text, naming the failure."""
     error = StreamError(
         type="channel_send_failed",
         message=f"the channel could not deliver text: {type(failure).__name__}: {failure}",
         retryable=False,
     )
-    return StreamResult(status=StreamStatus.ERROR, accumulated_text=sink.text, data=error)
+    return StreamResult(status=StreamStatus.ERROR, accumulated_text=text, data=error)
 
 
 _FAILED = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 from temporalio import activity
 
-from toolloop.effects.durable.resume import TurnPorts, interrupted, runs_again
+from toolloop.effects.durable.resume import TurnPorts, interrupted, runs_again, unshown
+from toolloop.effects.interpreter.stream import channel_failed, inactivity_notice, silent
+from toolloop.effects.interpreter.tools import in_seconds
 from toolloop.effects.notices import NoticeCatalog, render_notice
 from toolloop.effects.ports import (
     Notice,
@@ -47,7 +49,6 @@ from toolloop.engine import tool_call
 from toolloop.engine.events import StashTaken
 from toolloop.states import (
     LoopConfig,
-    StreamError,
     StreamResult,
     StreamStatus,
     ToolResult,
@@ -98,7 +99,7 @@ class TurnActivities:
             result = StreamResult(status=StreamStatus.STOPPED_BY_USER, accumulated_text=sink.text)
         finally:
             ports.channel.stream_ended(span)
-        if result.status is StreamStatus.TIMEOUT and sink.silent:
+        if result.status is StreamStatus.TIMEOUT and sink.went_silent:
             await _inactivity_notice(ports, given.turn, given.config, once.iteration)
         return StreamOutput(result=result, calls=_facts(ports, given, result))
 
@@ -199,31 +200,28 @@ class _Sink:
         self._shown = shown
         self._showing = shown
         """What the channel shows of this call: heartbeated, a later run's `shown`."""
-        self._timeout = config.stream_sdk_call_timeout_ms / 1000
+        self._timeout_ms = config.stream_sdk_call_timeout_ms
+        self._timeout = self._timeout_ms / 1000
         self._parts: list[str] = []
         self._scope: anyio.CancelScope | None = None
-        self.silent = False
+        self.went_silent = False
         self._failure: Exception | None = None
 
     @property
     def text(self) -> str:
         return "".join(self._parts)
 
-    async def run(self, stream: asyncio.Future[StreamResult] | object) -> StreamResult:
+    async def run(self, stream: Awaitable[StreamResult]) -> StreamResult:
         """The provider's result, or `timeout` once it was silent too long, or `error` when
         the channel refused its text."""
         with anyio.CancelScope(deadline=anyio.current_time() + self._timeout) as scope:
             self._scope = scope
-            result: StreamResult = await stream  # type: ignore[misc]
+            result = await stream
         if self._failure is not None:
-            return _channel_failed(self.text, self._failure)
+            return channel_failed(self.text, self._failure)
         if scope.cancelled_caught:
-            self.silent = True
-            seconds = _seconds(self._timeout)
-            error = StreamError(
-                type="timeout", message=f"no data from the provider for {seconds} s"
-            )
-            return StreamResult(status=StreamStatus.TIMEOUT, accumulated_text=self.text, data=error)
+            self.went_silent = True
+            return silent(self.text, in_seconds(self._timeout_ms))
         return result
 
     def progress(self) -> None:
@@ -238,9 +236,7 @@ class _Sink:
         if self._span.suppressed:
             return
         if self._shown:
-            same = _common_prefix(self._shown, text)
-            self._shown = self._shown[same:] if same == len(text) else ""
-            text = text[same:]
+            self._shown, text = unshown(self._shown, text)
             if not text:
                 return
         try:
@@ -279,12 +275,7 @@ async def _inactivity_notice(
 ) -> None:
     if turn.suppress_user_errors:
         return
-    effect = fx.SendNotice(
-        key=fx.NoticeKey.STREAM_INACTIVITY_TIMEOUT,
-        level=fx.Level.WARNING,
-        iteration=iteration,
-        details={"seconds": _seconds(config.stream_sdk_call_timeout_ms / 1000)},
-    )
+    effect = inactivity_notice(iteration, in_seconds(config.stream_sdk_call_timeout_ms))
     catalog = ports.catalog or NoticeCatalog.default()
     notice = render_notice(effect, turn, catalog, ports.registry.redact)
     await _send(ports.channel.send_notice, notice)
@@ -296,23 +287,3 @@ async def _send(send: Callable[[Notice], object], notice: Notice) -> None:
         await send(notice)  # type: ignore[misc]
     except Exception:
         log.exception("could not send the %s notice", notice.key)
-
-
-def _channel_failed(text: str, failure: Exception) -> StreamResult:
-    error = StreamError(
-        type="channel_send_failed",
-        message=f"the channel could not deliver text: {type(failure).__name__}: {failure}",
-        retryable=False,
-    )
-    return StreamResult(status=StreamStatus.ERROR, accumulated_text=text, data=error)
-
-
-def _common_prefix(a: str, b: str) -> int:
-    for index, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return index
-    return min(len(a), len(b))
-
-
-def _seconds(seconds: float) -> str:
-    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)

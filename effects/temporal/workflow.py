@@ -33,6 +33,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     import attrs
 
+    from toolloop.effects.interpreter.tools import failure, timed_out
     from toolloop.effects.notices import identity
     from toolloop.effects.temporal.activities import HOST_CHORES
     from toolloop.effects.temporal.messages import (
@@ -334,7 +335,7 @@ class TurnWorkflow:
             await _until(handle, lambda: self._killed)
             if not handle.done():
                 handle.cancel()
-                return _failure(f"Tool {name} was killed")
+                return failure(f"Tool {name} was killed")
             try:
                 return await handle  # type: ignore[no-any-return]
             except tx.ActivityError as error:
@@ -343,11 +344,11 @@ class TurnWorkflow:
                     isinstance(cause, tx.TimeoutError)
                     and cause.type is tx.TimeoutType.START_TO_CLOSE
                 ):
-                    return _failure(f"Tool {name} timed out after {_seconds(timeout_ms)} s")
+                    return timed_out(name, timeout_ms)
                 if not _lost(error):
                     raise
                 again = True
-        return _failure(f"Tool {name} was lost with its worker {WORKER_LOSSES + 1} times")
+        return failure(f"Tool {name} was lost with its worker {WORKER_LOSSES + 1} times")
 
     def _tool_settled(self, run: _Run, result: ToolResult) -> ToolSettled:
         index = run.effect.index
@@ -443,15 +444,6 @@ def _heartbeat_text(error: tx.ActivityError, shown: str) -> str:
 
 def _index_of(asked: dict[int, _Ask], request: Any) -> int:
     return next((index for index, ask in asked.items() if ask.effect.request == request), -1)
-
-
-def _failure(error: str) -> ToolResult:
-    return ToolResult(success=False, error=error)
-
-
-def _seconds(milliseconds: int) -> str:
-    seconds = milliseconds / 1000
-    return str(int(seconds)) if seconds.is_integer() else str(seconds)
 
 
 _LEVELS = {fx.Level.INFO: 20, fx.Level.WARNING: 30, fx.Level.ERROR: 40}

@@ -47,6 +47,7 @@ under `toolloop.`; tests/states/test_errors.py keeps this drawing true)::
       MissingSetting (ValueError)                effects.discord.settings
       BadSetting (ValueError)                    effects.discord.settings
       McpServerError (RuntimeError)              effects.mcp.source
+      StreamBroken (RuntimeError)                effects.providers.sse
       JournalError (ValueError)                  effects.durable.journal
       TurnInProgress (ValueError)                effects.durable.journal
       ReplayError (ValueError)                   effects.durable.replay

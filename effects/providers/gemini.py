@@ -20,41 +20,27 @@ Gemini gives them no ids, so the adapter makes `gemini-{iteration}-{n}`.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
 import httpx
 
 from toolloop.effects.ports import StreamRequest, StreamSink
+from toolloop.effects.providers.credentials import Quoter, header_value, resolve_key
 from toolloop.effects.providers.gemini_body import PASSTHROUGH_KEY, RESERVED_BODY_KEYS, build_body
-from toolloop.effects.providers.openai_compat import (
-    DEFAULT_TIMEOUT,
-    _header_value,
-    _Quoter,
-    _read_excerpt,
-    _resolve_key,
-    _scan_json,
-    _secrets,
-    _transport_error,
-    _without_credentials,
-)
+from toolloop.effects.providers.http_provider import DEFAULT_TIMEOUT, HttpProvider
+from toolloop.effects.providers.sse import StreamBroken, decode_payload, malformed
 from toolloop.states import (
     ApiFamily,
     FunctionCall,
     JsonObject,
-    ProviderDescriptor,
     StreamError,
     StreamResult,
     StreamStatus,
 )
-from toolloop.states.errors import InvalidOption
-from toolloop.states.json_policy import MAX_JSON_DEPTH, JsonInputError, check_json, loads
-
-log = logging.getLogger(__name__)
+from toolloop.states.json_policy import JsonInputError, check_json
 
 #: Google's Generative Language API root.
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
@@ -64,32 +50,20 @@ DEFAULT_KEY_ENV = "GEMINI_API_KEY"
 NORMAL_ENDS = frozenset({"STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED"})
 #: Finish reasons of a call the model got wrong: the next attempt may well succeed.
 BAD_CALL_ENDS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
-#: HTTP statuses after which another attempt (or provider) may succeed; 5xx are too.
-RETRYABLE_STATUSES = frozenset({408, 429})
 
 
-class GeminiProvider:
+class GeminiProvider(HttpProvider):
     """A `Provider` for Google's Gemini API, streaming natively with thought signatures kept.
 
-    Constructed like `OpenAICompatProvider`: the key is a value (`api_key`) or
-    read once from the environment variable `api_key_env` (`GEMINI_API_KEY`
-    when neither is given; no key at all is allowed only with `api_key=""`,
-    for a loopback server). It is sent in the `x-goog-api-key` header, never in
-    the URL, and never appears in a repr, a log line or an error message.
+    Constructed like `OpenAICompatProvider`, sharing its HTTP lifecycle
+    (`http_provider.py`): the key is a value (`api_key`) or read once from the
+    environment variable `api_key_env` (`GEMINI_API_KEY` when neither is given;
+    no key at all is allowed only with `api_key=""`, for a loopback server). It
+    is sent in the `x-goog-api-key` header, never in the URL, and never appears
+    in a repr, a log line or an error message.
     """
 
-    __slots__ = (
-        "_api_key",
-        "_client",
-        "_descriptor",
-        "_extra_body",
-        "_headers",
-        "_owns_client",
-        "_quoter",
-        "_timeout",
-        "_url",
-        "model",
-    )
+    __slots__ = ()
 
     def __init__(
         self,
@@ -100,119 +74,45 @@ class GeminiProvider:
         api_key_env: str | None = None,
         name: str | None = None,
         server: str | None = None,
+        headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         client: httpx.AsyncClient | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
     ) -> None:
-        self.model = model
-        route = f"/models/{model}:streamGenerateContent"
-        self._url = base_url.rstrip("/") + route
         if api_key is None and api_key_env is None:
             api_key_env = DEFAULT_KEY_ENV
-        self._api_key = _resolve_key(api_key, api_key_env)
-        self._descriptor = ProviderDescriptor(
+        key = resolve_key(api_key, api_key_env)
+        super().__init__(
+            base_url=base_url,
+            route=f"/models/{model}:streamGenerateContent",
+            params={"alt": "sse"},
+            model=model,
+            api_key=key,
+            key_headers={"x-goog-api-key": header_value(key, "the API key")} if key else {},
             name=name or ApiFamily.GOOGLE.value,
             api_family=ApiFamily.GOOGLE,
             server=server,
-            endpoint=_without_credentials(self._url),
+            headers=headers,
+            extra_body=extra_body,
+            reserved_body_keys=RESERVED_BODY_KEYS,
+            client=client,
+            timeout=timeout,
         )
-        self._headers = {"Accept": "text/event-stream"}
-        if self._api_key:
-            self._headers["x-goog-api-key"] = _header_value(self._api_key, "the API key")
-        self._quoter = _Quoter(secrets=_secrets(self._api_key, {}, httpx.URL(self._url)))
-        """Masks the key (and a URL's userinfo) wherever a server's words are quoted."""
-        clash = sorted(RESERVED_BODY_KEYS & (extra_body or {}).keys())
-        if clash:
-            raise InvalidOption(
-                f"extra_body may not set {', '.join(clash)}: the adapter builds them"
-            )
-        self._extra_body = dict(extra_body or {})
-        self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
-        self._timeout = timeout
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "none"
         return f"GeminiProvider(url={self._url!r}, model={self.model!r}, api_key={key})"
 
-    @property
-    def descriptor(self) -> ProviderDescriptor:
-        """Which provider this is: API family `google` (never the verbatim nudge, SPEC 10)."""
-        return self._descriptor
-
-    async def aclose(self) -> None:
-        """Close the HTTP client, if this provider made it."""
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> GeminiProvider:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
     async def stream(self, request: StreamRequest, sink: StreamSink) -> StreamResult:
         """Run one streamed generation and report how it ended."""
         body = build_body(request, self._extra_body)
-        state = _Stream(request.once.iteration, self._quoter)
-        try:
-            async with self._response(body) as response:
-                if response.status_code >= 300:
-                    return state.failed(await self._refusal(response))
-                progress, deliver = sink.progress, sink.deliver
-                async for line in response.aiter_lines():
-                    if line.startswith("data:"):
-                        progress()
-                        text = state.take(line[5:])
-                        if text:
-                            await deliver(text)
-                        if state.done:
-                            break
-        except (httpx.TransportError, httpx.DecodingError) as exc:
-            return state.failed(_transport_error(exc, self._url))
-        except _StreamBroken as exc:
-            return state.failed(exc.error)
-        return state.result()
+        return await self._stream(body, _Stream(request.once.iteration, self._quoter), sink)
 
-    @contextlib.asynccontextmanager
-    async def _response(self, body: JsonObject) -> AsyncIterator[httpx.Response]:
-        request = self._client.build_request(
-            "POST",
-            self._url,
-            params={"alt": "sse"},
-            json=body,
-            headers=self._headers,
-            timeout=self._timeout,
-        )
-        response = await self._client.send(request, stream=True)
-        try:
-            yield response
-        finally:
-            await response.aclose()
-
-    async def _refusal(self, response: httpx.Response) -> StreamError:
-        """An HTTP error as a StreamError: 408, 429 and 5xx retryable, the rest not."""
-        status = response.status_code
-        detail = self._quoter.quote(_error_detail(await _read_excerpt(response)))
-        message = f"HTTP {status} from {self._descriptor.endpoint}: {detail}"
-        if status in (401, 403):
-            message += " (is the API key right, and allowed to use this model?)"
+    def _hint(self, status: int) -> str:
+        """What to check for the statuses a misconfiguration causes; empty for any other."""
         if status == 404:
-            message += f" (is there a model {self.model!r} at this API root?)"
-        retryable = status in RETRYABLE_STATUSES or status >= 500
-        return StreamError(type="http_status", message=message, retryable=retryable)
-
-
-def _error_detail(body: str) -> str:
-    """`error.status: error.message` of a Google error body, else the body itself."""
-    try:
-        error = loads(body, where="the error body").get("error")
-    except (JsonInputError, AttributeError):
-        return body or "(empty body)"
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        status = error.get("status")
-        return f"{status}: {error['message']}" if isinstance(status, str) else error["message"]
-    return body
+            return f" (is there a model {self.model!r} at this API root?)"
+        return super()._hint(status)
 
 
 def _call_id(function: JsonObject, made: str) -> str:
@@ -221,20 +121,12 @@ def _call_id(function: JsonObject, made: str) -> str:
     return given if isinstance(given, str) and given else made
 
 
-class _StreamBroken(Exception):
-    """The stream cannot go on; `error` says why."""
-
-    def __init__(self, error: StreamError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
 class _Stream:
     """What one stream has delivered so far: the parts as they came, the finish reason."""
 
     __slots__ = ("blocked", "chunks", "finish", "iteration", "parts", "quote", "text")
 
-    def __init__(self, iteration: int, quote: _Quoter) -> None:
+    def __init__(self, iteration: int, quote: Quoter) -> None:
         self.iteration = iteration
         self.quote = quote
         self.parts: list[JsonObject] = []
@@ -248,15 +140,37 @@ class _Stream:
         """The model is done: a finish reason, or the prompt was blocked."""
         return self.finish is not None or self.blocked is not None
 
-    def take(self, payload: str) -> str:
+    @property
+    def cut_off(self) -> bool:
+        """The body ended before the model was done: the server broke it off."""
+        return not self.done
+
+    async def take(self, payloads: Iterator[str], sink: StreamSink) -> bool:
+        """Fold these events' chunks and deliver their visible text; True once done."""
+        progress, deliver = sink.progress, sink.deliver
+        for payload in payloads:
+            progress()
+            text = self.fold(payload)
+            if text:
+                await deliver(text)
+            if self.done:
+                return True
+        return False
+
+    def trailer(self, payload: str) -> None:
+        """An event after the finish reason: nothing of it is kept."""
+
+    async def flush(self, sink: StreamSink) -> None:
+        """Nothing is held back: text is delivered as it arrives."""
+
+    def fold(self, payload: str) -> str:
         """Fold one event's chunk; return its visible text ("" when none)."""
-        payload = payload.strip()
-        if not payload:
-            return ""
         self.chunks += 1
-        chunk = self._decoded(payload)
+        chunk = decode_payload(payload, self.chunks, self.quote)
+        if not isinstance(chunk, dict):
+            raise StreamBroken(self.malformed("the data must be a JSON object"))
         if "error" in chunk:
-            raise _StreamBroken(self._provider_error(chunk["error"]))
+            raise StreamBroken(self._provider_error(chunk["error"]))
         candidates = chunk.get("candidates")
         if not candidates:
             feedback = chunk.get("promptFeedback")
@@ -266,13 +180,13 @@ class _Stream:
             return ""
         candidate = candidates[0] if isinstance(candidates, list) else None
         if not isinstance(candidate, dict):
-            raise _StreamBroken(self.malformed("`candidates[0]` must be an object"))
+            raise StreamBroken(self.malformed("`candidates[0]` must be an object"))
         content = candidate.get("content") or {}
         parts = content.get("parts") if isinstance(content, dict) else None
         visible = ""
         for part in parts or ():
             if not isinstance(part, dict):
-                raise _StreamBroken(self.malformed("a part must be an object"))
+                raise StreamBroken(self.malformed("a part must be an object"))
             text = self._fold(part)
             if text:
                 visible += text
@@ -282,28 +196,6 @@ class _Stream:
         if isinstance(finish, str):
             self.finish = finish
         return visible
-
-    def _decoded(self, payload: str) -> JsonObject:
-        """The chunk, through JSON's C scanner; the JSON policy decides what it cannot vouch for.
-
-        As in the OpenAI-compatible adapter: the scanner refuses NaN and
-        Infinity, and nesting deeper than the policy allows needs as many
-        brackets, which are far cheaper to count than the chunk is to walk.
-        """
-        try:
-            chunk, end = _scan_json(payload, 0)
-        except (StopIteration, ValueError, RecursionError):
-            end = -1
-        if end != len(payload) or payload.count("{") + payload.count("[") > MAX_JSON_DEPTH:
-            try:
-                chunk = loads(payload, where="the data")
-            except JsonInputError as error:
-                quoted = self.quote.quote(repr(payload))
-                problem = f"the data {error.problem}: {quoted}"
-                raise _StreamBroken(self.malformed(problem)) from None
-        if not isinstance(chunk, dict):
-            raise _StreamBroken(self.malformed("the data must be a JSON object"))
-        return chunk
 
     def _fold(self, part: JsonObject) -> str | None:
         """Keep one part; return its visible text. Unsigned text joins the unsigned text before."""
@@ -410,7 +302,7 @@ class _Stream:
         )
 
     def malformed(self, what: str) -> StreamError:
-        return StreamError(type="malformed_chunk", message=f"malformed chunk {self.chunks}: {what}")
+        return malformed(self.chunks, what)
 
     def _provider_error(self, error: Any) -> StreamError:
         """An error Gemini reported inside the stream; 4xx codes other than 429 are final."""

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from toolloop.effects.ports import StreamRequest
-from toolloop.effects.providers.openai_compat import context_message
+from toolloop.effects.providers.openai_body import context_message
 from toolloop.states import FunctionCall, JsonObject, ToolHistoryEntry, ToolSpec
 
 #: The signature Google documents for function calls the model did not make.

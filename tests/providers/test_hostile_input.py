@@ -32,12 +32,8 @@ from tests.openai_server import (
 )
 from tests.providers.conftest import RecordingSink, make_provider, make_request
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
-from toolloop.effects.providers.openai_compat import (
-    EXCERPT_CHARS,
-    MAX_EVENT_CHARS,
-    MAX_EXPANSION,
-    MIN_KEY_PREFIX,
-)
+from toolloop.effects.providers.credentials import EXCERPT_CHARS, MIN_KEY_PREFIX
+from toolloop.effects.providers.sse import MAX_EVENT_CHARS, MAX_EXPANSION
 from toolloop.effects.registry import ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.states import (
@@ -518,7 +514,7 @@ class TestEventSize:
         result, sink = await run(server, raw_reply(chunk({"content": "ok"}), event))
         assert error_of(result) == StreamError(
             type="malformed_chunk",
-            message=f"malformed chunk 1: an SSE event's data exceeds {MAX_EVENT_CHARS} characters",
+            message=f"malformed chunk 2: an SSE event's data exceeds {MAX_EVENT_CHARS} characters",
         )
         assert sink.delivered == ["ok"]
 

@@ -33,11 +33,8 @@ from hypothesis import strategies as st
 
 from tests.openai_server import OpenAIServer, chunk, raw_reply
 from tests.providers.conftest import RecordingSink, make_provider, make_request
-from toolloop.effects.providers.openai_compat import (
-    EXPANSION_ALLOWANCE,
-    MAX_EXPANSION,
-    OpenAICompatProvider,
-)
+from toolloop.effects.providers.openai_compat import OpenAICompatProvider
+from toolloop.effects.providers.sse import EXPANSION_ALLOWANCE, MAX_EXPANSION
 from toolloop.states import StreamError, StreamResult, StreamStatus
 
 #: Every `StreamError.type` a body alone can cause (no transport is failing here).

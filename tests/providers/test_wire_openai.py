@@ -19,11 +19,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from tests.openai_server import OpenAIServer, text_reply, tool_call_reply
 from tests.providers.conftest import WEATHER, make_request
-from toolloop.effects.providers.openai_compat import (
-    OpenAICompatProvider,
-    build_body,
-    complete_pairs,
-)
+from toolloop.effects.providers.openai_body import build_body
+from toolloop.effects.providers.openai_compat import OpenAICompatProvider
+from toolloop.effects.providers.openai_stream import complete_pairs
 from toolloop.states import ContextItem, FunctionCall, ToolHistoryEntry
 
 

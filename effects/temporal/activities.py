@@ -27,7 +27,7 @@ from temporalio import activity
 from toolloop.effects.durable.resume import TurnPorts, interrupted, runs_again, unshown
 from toolloop.effects.interpreter.stream import channel_failed, inactivity_notice, silent
 from toolloop.effects.interpreter.tools import in_seconds
-from toolloop.effects.notices import NoticeCatalog, render_notice
+from toolloop.effects.notices import NoticeCatalog, identity, render_notice
 from toolloop.effects.ports import (
     Notice,
     StreamingContext,
@@ -74,6 +74,7 @@ class TurnActivities:
     async def stream(self, given: StreamInput) -> StreamOutput:
         """One provider call; a kill or a follow-up (the workflow cancels) ends it with its text."""
         ports = self._ports(given.turn.channel_id)
+        await _chores(ports, given.turn, given.chores)
         once = given.once
         span = StreamSpan(
             attempt=0,
@@ -106,7 +107,9 @@ class TurnActivities:
     @activity.defn(name="toolloop.tool")
     async def tool(self, given: ToolInput) -> ToolResult:
         """One tool call; heartbeats so the workflow's kill reaches it and a lost worker shows."""
-        ports = self._ports(given.channel_id)
+        ports = self._ports(given.turn.channel_id)
+        await _chores(ports, given.turn, given.chores)
+        speaker = identity(given.turn)
         name = given.call.name.strip()
         if given.again and not runs_again(ports.registry, name):
             return interrupted(name)
@@ -121,7 +124,7 @@ class TurnActivities:
                 text=text,
                 hidden=False,
                 iteration=given.context.iteration,
-                identity=given.identity,
+                identity=speaker,
             )
             await _send(ports.channel.send_notice, notice)
 
@@ -130,7 +133,7 @@ class TurnActivities:
             notify=notify,
             streaming=StreamingContext(
                 reply_to=ports.reply_to,
-                identity=given.identity,
+                identity=speaker,
                 pre_tool_text=given.pre_tool_text,
                 text_suppressed=given.text_suppressed,
             ),
@@ -147,23 +150,14 @@ class TurnActivities:
 
     @activity.defn(name="toolloop.chores")
     async def chores(self, given: Chores) -> None:
-        """A step's notices and turn-control counts, in order; a failed notice is logged."""
-        ports = self._ports(given.turn.channel_id)
-        catalog = ports.catalog or NoticeCatalog.default()
-        control = ports.control
-        for effect in given.effects:
-            if isinstance(effect, fx.SendNotice):
-                notice = render_notice(effect, given.turn, catalog, ports.registry.redact)
-                channel = ports.channel
-                await _send(
-                    channel.send_hidden_notice if effect.hidden else channel.send_notice, notice
-                )
-            else:
-                _CONTROL[type(effect)](control, effect)
+        """A step's notices and turn-control counts when no activity of the step carries them."""
+        await _chores(self._ports(given.turn.channel_id), given.turn, given.effects)
 
     @activity.defn(name="toolloop.take_stash")
     async def take_stash(self, given: StashInput) -> StashTaken:
-        stash = self._ports(given.channel_id).stash
+        ports = self._ports(given.turn.channel_id)
+        await _chores(ports, given.turn, given.chores)
+        stash = ports.stash
         return StashTaken(item=None if stash is None else stash.take(given.key))
 
     async def _beat(self) -> None:
@@ -249,6 +243,27 @@ class _Sink:
             return
         self._showing += text
         activity.heartbeat(self._showing)
+
+
+async def _chores(ports: TurnPorts, turn: TurnSettings, effects: tuple[fx.Effect, ...]) -> None:
+    """A step's notices and turn-control counts, in order; a failed notice is logged.
+
+    A heartbeat after them tells the workflow they were done, should the worker
+    then be lost: the call is made again without them.
+    """
+    if not effects:
+        return
+    catalog = ports.catalog or NoticeCatalog.default()
+    for effect in effects:
+        if isinstance(effect, fx.SendNotice):
+            notice = render_notice(effect, turn, catalog, ports.registry.redact)
+            channel = ports.channel
+            await _send(
+                channel.send_hidden_notice if effect.hidden else channel.send_notice, notice
+            )
+        else:
+            _CONTROL[type(effect)](ports.control, effect)
+    activity.heartbeat("")
 
 
 def _facts(ports: TurnPorts, given: StreamInput, result: StreamResult) -> tuple[CallFacts, ...]:

@@ -41,6 +41,8 @@ class Carry:
     state: IterationState
     event: Event
     chain_active: bool
+    facts: tuple[CallFacts, ...]
+    """The registry's answers about the calls of the last stream."""
     runs: int
     """How many runs this turn took before this one."""
 
@@ -70,6 +72,8 @@ class StreamInput:
     """What `needs_approval` is asked with, for each call the stream brings."""
     shown: str = ""
     """Text an earlier run of this call delivered before its worker was lost: not sent again."""
+    chores: tuple[fx.Effect, ...] = ()
+    """The step's fire-and-forget effects for the host, carried out first (`Chores`)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -94,19 +98,24 @@ class StreamOutput:
 class ToolInput:
     """One tool call, on the turn's channel; `again` after its worker was lost."""
 
-    channel_id: str
+    turn: TurnSettings
+    """The turn's settings without its context items (`lean`)."""
     call: FunctionCall
     context: ToolContext
-    identity: str | None
     pre_tool_text: str
     text_suppressed: bool
     result_limit: int
     again: bool = False
+    chores: tuple[fx.Effect, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
 class Chores:
-    """A step's fire-and-forget effects for the host: notices and the turn control's counts."""
+    """A step's fire-and-forget effects for the host: notices and the turn control's counts.
+
+    They ride with the step's awaited effect's activity when it has one (one
+    activity less an iteration) and run first there; else they are an activity.
+    """
 
     turn: TurnSettings
     effects: tuple[fx.Effect, ...]
@@ -114,8 +123,9 @@ class Chores:
 
 @attrs.frozen(kw_only=True)
 class StashInput:
-    channel_id: str
+    turn: TurnSettings
     key: str
+    chores: tuple[fx.Effect, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -132,6 +142,12 @@ class Waiting:
 
     index: int
     request: ApprovalRequest
+
+
+def lean(turn: TurnSettings) -> TurnSettings:
+    """The turn's settings without its context items: what an activity other than the
+    provider call needs (its channel, locale, persona), kept small in the history."""
+    return attrs.evolve(turn, context=()) if turn.context else turn
 
 
 def bounded(result: ToolResult, limit: int) -> ToolResult:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -34,9 +34,9 @@ with workflow.unsafe.imports_passed_through():
     import attrs
 
     from toolloop.effects.interpreter.tools import failure, timed_out
-    from toolloop.effects.notices import identity
     from toolloop.effects.temporal.activities import HOST_CHORES
     from toolloop.effects.temporal.messages import (
+        CallFacts,
         Carry,
         Chores,
         Decision,
@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         ToolInput,
         TurnInput,
         Waiting,
+        lean,
     )
     from toolloop.engine import commands as fx
     from toolloop.engine import tool_call
@@ -104,7 +105,9 @@ class TurnWorkflow:
         self._killed = False
         self._chain = False
         self._state: IterationState | None = None
-        self._facts: tuple[Any, ...] = ()
+        self._facts: tuple[CallFacts, ...] = ()
+        self._chores: tuple[fx.Effect, ...] = ()
+        """The host's effects of the step, for its awaited effect's activity to carry."""
         self._runs: dict[int, _Run] = {}
         self._asked: dict[int, _Ask] = {}
         self._deadlines: dict[int, float] = {}
@@ -123,19 +126,27 @@ class TurnWorkflow:
             state, event, runs = initial_state(given.config, given.turn), TurnStarted(), 0
         else:
             state, event, runs = carry.state, carry.event, carry.runs
-            self._chain = carry.chain_active
+            self._chain, self._facts = carry.chain_active, carry.facts
         while True:
             out = step(state, event)
             state = self._state = out.state
             *chores, last = out.effects
             await self._perform(chores)
+            if not isinstance(last, fx.StreamOnce | fx.DispatchTool | fx.TakeStashedContext):
+                await self._host(self._take_chores())  # no activity of the step carries them
             if isinstance(last, fx.Finish):
                 return last.result
             if isinstance(last, fx.RaiseError):
                 raise tx.ApplicationError(last.message, type=last.kind.value, non_retryable=True)
             event = await self._answer(last)
             if self._history_full() and not self._runs and not self._asked:
-                carried = Carry(state=state, event=event, chain_active=self._chain, runs=runs + 1)
+                carried = Carry(
+                    state=state,
+                    event=event,
+                    chain_active=self._chain,
+                    facts=self._facts,
+                    runs=runs + 1,
+                )
                 workflow.continue_as_new(attrs.evolve(given, carry=carried))
 
     # -- signals, updates, queries ---------------------------------------------------------
@@ -181,7 +192,8 @@ class TurnWorkflow:
     # -- effects ---------------------------------------------------------------------------
 
     async def _perform(self, effects: list[fx.Effect]) -> None:
-        """A step's fire-and-forget effects, in order: the host's in `chores` activities."""
+        """A step's fire-and-forget effects, in order; the host's are left in `_chores` for
+        the step's awaited activity to carry (or in `chores` activities before a batch's)."""
         host: list[fx.Effect] = []
         for effect in effects:
             if isinstance(effect, fx.ClearStopRequest):
@@ -202,13 +214,17 @@ class TurnWorkflow:
                 self._ask(effect)
             elif isinstance(effect, fx.WithdrawApproval):
                 self._asked.pop(_index_of(self._asked, effect.request), None)
-        await self._host(host)
+        self._chores = tuple(host)
 
-    async def _host(self, effects: list[fx.Effect]) -> None:
+    def _take_chores(self) -> tuple[fx.Effect, ...]:
+        chores, self._chores = self._chores, ()
+        return chores
+
+    async def _host(self, effects: Sequence[fx.Effect]) -> None:
         if effects:
             await workflow.execute_activity(
                 "toolloop.chores",
-                Chores(turn=self._given.turn, effects=tuple(effects)),
+                Chores(turn=lean(self._given.turn), effects=tuple(effects)),
                 start_to_close_timeout=timedelta(minutes=1),
                 retry_policy=ONCE,
             )
@@ -218,14 +234,14 @@ class TurnWorkflow:
             return await self._stream(effect)
         if isinstance(effect, fx.DispatchTool):
             run = _Run(effect=effect, started=workflow.time())
-            result = await self._tool(run)
+            result = await self._tool(run, self._take_chores())
             return self._tool_settled(run, result)
         if isinstance(effect, fx.AwaitTools):
             return await self._await_tools()
         if isinstance(effect, fx.TakeStashedContext):
             taken: StashTaken = await workflow.execute_activity(
                 "toolloop.take_stash",
-                StashInput(channel_id=self._given.turn.channel_id, key=effect.key),
+                StashInput(turn=lean(self._given.turn), key=effect.key, chores=self._take_chores()),
                 result_type=StashTaken,
                 start_to_close_timeout=timedelta(minutes=1),
                 retry_policy=ONCE,
@@ -247,12 +263,17 @@ class TurnWorkflow:
         beat = (
             config.stream_sdk_call_timeout_ms + config.stream_abandoned_settle_timeout_ms
         ) / 1000
-        shown = ""
+        shown, chores = "", self._take_chores()
         for _ in range(WORKER_LOSSES + 1):
             handle = workflow.start_activity(
                 "toolloop.stream",
                 StreamInput(
-                    turn=given.turn, once=once, config=config, context=context, shown=shown
+                    turn=given.turn,
+                    once=once,
+                    config=config,
+                    context=context,
+                    shown=shown,
+                    chores=chores,
                 ),
                 result_type=StreamOutput,
                 start_to_close_timeout=STREAM_LIMIT,
@@ -279,6 +300,7 @@ class TurnWorkflow:
                     output = StreamOutput(result=StreamResult(status=reason, accumulated_text=""))
                 elif _lost(error):
                     shown = _heartbeat_text(error, shown)
+                    chores = () if _beat(error) else chores
                     continue
                 else:
                     raise
@@ -305,7 +327,7 @@ class TurnWorkflow:
 
     # -- stage 02 --------------------------------------------------------------------------
 
-    async def _tool(self, run: _Run) -> ToolResult:
+    async def _tool(self, run: _Run, chores: tuple[fx.Effect, ...] = ()) -> ToolResult:
         """The call's result: it settled, its timer ran out, the kill ended it, or its worker
         was lost and it runs again only if idempotent."""
         effect = run.effect
@@ -318,14 +340,14 @@ class TurnWorkflow:
             handle = workflow.start_activity(
                 "toolloop.tool",
                 ToolInput(
-                    channel_id=given.turn.channel_id,
+                    turn=lean(given.turn),
                     call=effect.call,
                     context=effect.context,
-                    identity=identity(given.turn),
                     pre_tool_text=state.pending.stream.accumulated_text,
                     text_suppressed=state.suppress_text_output,
                     result_limit=given.result_limit,
                     again=again,
+                    chores=chores,
                 ),
                 result_type=ToolResult,
                 start_to_close_timeout=timedelta(milliseconds=timeout_ms),
@@ -347,7 +369,7 @@ class TurnWorkflow:
                     return timed_out(name, timeout_ms)
                 if not _lost(error):
                     raise
-                again = True
+                again, chores = True, () if _beat(error) else chores
         return failure(f"Tool {name} was lost with its worker {WORKER_LOSSES + 1} times")
 
     def _tool_settled(self, run: _Run, result: ToolResult) -> ToolSettled:
@@ -433,6 +455,12 @@ def _lost(error: tx.ActivityError) -> bool:
     """The activity's worker stopped heartbeating: it died or lost the server."""
     cause = error.cause
     return isinstance(cause, tx.TimeoutError) and cause.type is tx.TimeoutType.HEARTBEAT
+
+
+def _beat(error: tx.ActivityError) -> bool:
+    """The lost activity heartbeated at least once: it had carried out its chores."""
+    cause = error.cause
+    return isinstance(cause, tx.TimeoutError) and bool(cause.last_heartbeat_details)
 
 
 def _heartbeat_text(error: tx.ActivityError, shown: str) -> str:

@@ -12,15 +12,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+from temporalio.client import Client, WorkflowHandle
 
 from tests.openai_server import OpenAIServer
 from toolloop.durable import TurnPorts
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.states import JsonObject, LoopConfig, TurnSettings
-from toolloop.temporal import TurnInput, connect, start_turn, turn_worker
+from toolloop.states import GenerationTurnResult, JsonObject, TurnSettings
+from toolloop.temporal import TurnInput, TurnWorkflow, connect, start_turn, turn_worker
 
+TurnHandle = WorkflowHandle[TurnWorkflow, GenerationTurnResult]
 CENTS: JsonObject = {"type": "object", "properties": {"cents": {"type": "integer"}}}
 
 
@@ -57,7 +59,7 @@ class World:
 
 
 @asynccontextmanager
-async def serving(target: str, world: World) -> AsyncIterator[tuple[object, str]]:
+async def serving(target: str, world: World) -> AsyncIterator[tuple[Client, str]]:
     """A client and a worker on a task queue of this test's own."""
     client = await connect(target)
     queue = f"test-{uuid.uuid4()}"
@@ -66,10 +68,26 @@ async def serving(target: str, world: World) -> AsyncIterator[tuple[object, str]
     await world.provider.aclose()
 
 
-async def run(
-    target: str, world: World, config: LoopConfig | None = None, **limits: object
-) -> object:
+async def start(client: Client, queue: str, given: TurnInput | None = None) -> TurnHandle:
+    """Start a turn (default settings) under a fresh id."""
+    given = given or TurnInput(turn=TurnSettings())
+    return await start_turn(client, f"turn-{uuid.uuid4()}", given, task_queue=queue)
+
+
+async def run(target: str, world: World, given: TurnInput | None = None) -> GenerationTurnResult:
+    """Serve one turn to its result."""
     async with serving(target, world) as (client, queue):
-        given = TurnInput(turn=TurnSettings(), config=config or LoopConfig(), **limits)  # type: ignore[arg-type]
-        handle = await start_turn(client, f"turn-{uuid.uuid4()}", given, task_queue=queue)  # type: ignore[arg-type]
-        return await handle.result()
+        return await (await start(client, queue, given)).result()
+
+
+async def history(client: Client, turn_id: str) -> list[tuple[int, int]]:
+    """Each run of the turn, first to last: its history's event count and size in bytes."""
+    runs: list[tuple[int, int]] = []
+    run_id: str | None = None
+    while True:
+        events = (await client.get_workflow_handle(turn_id, run_id=run_id).fetch_history()).events
+        runs.append((len(events), sum(event.ByteSize() for event in events)))
+        started = events[0].workflow_execution_started_event_attributes
+        if not started.continued_execution_run_id:
+            return runs[::-1]
+        run_id = started.continued_execution_run_id

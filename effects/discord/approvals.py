@@ -29,6 +29,7 @@ import attrs
 import discord
 
 from toolloop.effects.discord.access import Access
+from toolloop.effects.discord.adapter import DeliveryError
 from toolloop.effects.ports import KillSignal
 from toolloop.states import ApprovalDecision, ApprovalRequest, Verdict
 
@@ -268,12 +269,7 @@ class DiscordApprovals:
         try:
             # shielded: a request Discord shows is known here, so it is always retired
             with anyio.CancelScope(shield=True), anyio.fail_after(GRACE):
-                prompt.message = await port.trigger.channel.send(
-                    embed=request_embed(request, None),
-                    view=opened(prompt.key),
-                    reference=port.trigger.to_reference(fail_if_not_exists=False),
-                    allowed_mentions=self.mentions,
-                )
+                prompt.message = await self._post(port.trigger, prompt)
             await prompt.answered.wait()
             assert prompt.decision is not None
             return prompt.decision
@@ -284,6 +280,22 @@ class DiscordApprovals:
         finally:
             if self._prompts.get((prompt.key.turn, prompt.key.call)) is prompt:
                 del self._prompts[(prompt.key.turn, prompt.key.call)]
+
+    async def _post(self, trigger: discord.Message, prompt: _Prompt) -> discord.Message:
+        """The request as a reply to `trigger`; a refusal is logged with the channel and
+        raised as `DeliveryError` (the turn fails: nobody could ever answer it)."""
+        try:
+            return await trigger.channel.send(
+                embed=request_embed(prompt.request, None),
+                view=opened(prompt.key),
+                reference=trigger.to_reference(fail_if_not_exists=False),
+                allowed_mentions=self.mentions,
+            )
+        except discord.HTTPException as error:
+            what = f"approval request for {prompt.request.tool}"
+            failure = DeliveryError(trigger.channel.id, what, error)
+            log.warning("%s", failure)
+            raise failure from error
 
     async def withdraw(self, port: TurnApprovals, request: ApprovalRequest) -> None:
         """The turn was stopped while the request waited: disable its buttons."""

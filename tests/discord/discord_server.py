@@ -113,7 +113,7 @@ class DiscordServer:
 
     def plan(self, method: str, *answers: Refusal, containing: str | None = None) -> None:
         """The next requests with `method` get these answers, in order, before any success;
-        with `containing`, only requests whose content contains that text count."""
+        with `containing`, only requests whose JSON body contains that text count."""
         key = method if containing is None else f"{method} {containing}"
         self._plans[key].extend(answers)
 
@@ -246,9 +246,9 @@ class DiscordServer:
                 body,
             )
         )
-        content = str(body.get("content") or "")
+        text = json.dumps(body, ensure_ascii=False)
         keys = [k for k in self._plans if k.startswith(f"{request.method} ") and self._plans[k]]
-        matching = [k for k in keys if k.split(" ", 1)[1] in content]
+        matching = [k for k in keys if k.split(" ", 1)[1] in text]
         plan = self._plans[matching[0] if matching else request.method]
         if not plan:
             return None

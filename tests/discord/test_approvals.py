@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -24,9 +25,9 @@ import pytest
 from discord.ext.test import backend
 
 from tests.discord.conftest import EVERY_MESSAGE, channel, configured, embeds, run
-from tests.discord.discord_server import APPLICATION_ID, Callback, DiscordServer
+from tests.discord.discord_server import APPLICATION_ID, Callback, DiscordServer, refusal
 from tests.effects.harness import ScriptProvider, calling, completed
-from toolloop.effects.discord import Access, BotSettings, ToolloopBot
+from toolloop.effects.discord import Access, BotSettings, DiscordApprovals, ToolloopBot
 from toolloop.effects.discord.approvals import (
     EXPIRED,
     NOT_YOURS,
@@ -545,3 +546,89 @@ def test_the_template_matches_only_approval_ids() -> None:
     assert not TEMPLATE.fullmatch("toolloop:maybe:1:call_1:0123456789ab")
     assert not TEMPLATE.fullmatch("toolloop:approve:1:call_1:0123456789")
     assert not TEMPLATE.fullmatch("toolloop:reason:1:call_1:0123456789ab")
+
+
+class TestRefusals:
+    """Presses the bot cannot route, and a request Discord refuses to show."""
+
+    def test_a_button_for_other_arguments_answers_expired(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A button of the same turn and call whose digest prefix is not the waiting
+        request's (a prompt for other arguments) decides nothing: privately "expired"; the
+        request stays open and its own button then runs the tool."""
+
+        async def main() -> tuple[Callback, list[JsonObject], list[JsonObject]]:
+            async with scene(monkeypatch) as bot:
+                await dpytest.message("clean up", channel=0)
+                prompt = await bot.asked()
+                real = TEMPLATE.fullmatch(custom_id(prompt, "Approve"))
+                assert real is not None
+                other = PromptKey(int(real["turn"]), real["call"], "0" * 12)
+                stale = await channel(0).send("an older request", view=opened(other))
+                approve = other.custom_id(Verdict.APPROVE)
+                answer = await bot.server.press(bot.bot, stale.id, approve, member(0))
+                before = list(bot.ran)
+                own = custom_id(prompt, "Approve")
+                await bot.server.press(bot.bot, int(prompt["id"]), own, member(0))
+                await bot.bot.turns.wait_idle()
+                return answer, before, bot.ran
+
+        answer, before, after = run(main)
+        assert (answer.type, answer.data["content"], answer.ephemeral) == (4, EXPIRED, True)
+        assert (before, after) == ([], [ARGS])
+
+    def test_a_client_without_approvals_answers_expired_and_logs_why(
+        self, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A bot of one's own that registered the buttons but keeps no `client.approvals`:
+        a press is answered privately, and the log says what is missing."""
+
+        async def main() -> Callback:
+            async with DiscordServer() as server:
+                client = await configured()
+                await server.connect(client, monkeypatch)
+                DiscordApprovals.install(client)
+                key = PromptKey(1, "call_1", "0" * 12)
+                message = await channel(0).send("a request", view=opened(key))
+                answer = await server.press(
+                    client, message.id, key.custom_id(Verdict.APPROVE), member(0)
+                )
+                await client.http.close()
+                return answer
+
+        with caplog.at_level(logging.WARNING, logger="toolloop.discord"):
+            answer = run(main)
+        assert (answer.type, answer.data["content"], answer.ephemeral) == (4, EXPIRED, True)
+        assert "an approval button was pressed, but the client has no `approvals`" in [
+            r.getMessage() for r in caplog.records
+        ]
+
+    def test_a_request_discord_refuses_fails_the_turn_visibly(
+        self, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Discord refuses the request's message (403): the tool never runs, the turn fails
+        with a notice in the channel, and the log names the channel and the status."""
+
+        async def main() -> tuple[list[JsonObject], list[str], int]:
+            async with scene(monkeypatch) as bot:
+                bot.server.plan(
+                    "POST", refusal(403, 50013, "Missing Permissions"), containing="Run purge?"
+                )
+                await dpytest.message("clean up", channel=0)
+                await bot.bot.turns.wait_idle()
+                notices = [
+                    e["description"]
+                    for m in bot.server.messages.values()
+                    for e in m.get("embeds") or []
+                ]
+                return bot.ran, notices, channel(0).id
+
+        with caplog.at_level(logging.WARNING, logger="toolloop.discord"):
+            ran, notices, place = run(main)
+        assert ran == []
+        assert len(notices) == 1
+        assert (
+            f"Discord refused the approval request for purge in channel {place}: "
+            "HTTP 403 (Missing Permissions)"
+        ) in [r.getMessage() for r in caplog.records]

@@ -68,6 +68,20 @@ def attempt_context(base: tuple[ContextItem, ...], verbatim: bool) -> tuple[Cont
     return (*kept, ContextItem(kind=NUDGE_KIND, content=NUDGE)) if verbatim else kept
 
 
+def prepared(
+    turn: TurnSettings, attempt: Attempt, registry: ToolRegistryPort
+) -> tuple[TurnSettings, LoopConfig, bool]:
+    """An attempt's turn (its provider, the nudge decided), its configuration (the
+    environment's when it has none) and whether the verbatim parser reads its stream."""
+    verbatim = wants_verbatim(attempt, registry)
+    attempt_turn = attrs.evolve(
+        turn,
+        provider=attempt.provider.descriptor,
+        context=attempt_context(turn.context, verbatim),
+    )
+    return attempt_turn, attempt.config or environment_config(), verbatim
+
+
 async def run_generation_turn(
     *,
     turn: TurnSettings,
@@ -98,13 +112,7 @@ async def run_generation_turn(
     stash = ContextStash() if stash is None else stash
     for index, attempt in enumerate(attempts):
         last = index == len(attempts) - 1
-        verbatim = wants_verbatim(attempt, registry)
-        attempt_turn = attrs.evolve(
-            turn,
-            provider=attempt.provider.descriptor,
-            context=attempt_context(turn.context, verbatim),
-        )
-        config = attempt.config or environment_config()
+        attempt_turn, config, verbatim = prepared(turn, attempt, registry)
         delivered_before = len(channel.delivered_message_ids())
         try:
             result = await run_tool_loop(

@@ -80,6 +80,7 @@ FACADES = {
     "toolloop.durable": {
         *("Journal", "JournaledTurn", "TurnPorts", "run_journaled", "resume", "resume_turn"),
         *("JournalError", "TurnInProgress", "ReplayError", "STALE_AFTER_S"),
+        *("HeldMessage", "HeldReport", "HoldingChannel"),
     },
     "toolloop.temporal": {
         *("TurnInput", "TurnWorkflow", "TurnActivities", "Ports", "Decision", "Waiting"),

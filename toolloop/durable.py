@@ -5,10 +5,18 @@
 See docs/durable.md. Nothing here needs a server: SQLite is in the standard library.
 """
 
-from toolloop.effects.durable.journal import Journal, JournaledTurn, JournalError, TurnInProgress
+from toolloop.effects.durable.journal import (
+    HeldMessage,
+    Journal,
+    JournaledTurn,
+    JournalError,
+    TurnInProgress,
+)
 from toolloop.effects.durable.replay import ReplayError
 from toolloop.effects.durable.resume import (
     STALE_AFTER_S,
+    HeldReport,
+    HoldingChannel,
     TurnPorts,
     resume,
     resume_turn,
@@ -17,6 +25,9 @@ from toolloop.effects.durable.resume import (
 
 __all__ = [
     "STALE_AFTER_S",
+    "HeldMessage",
+    "HeldReport",
+    "HoldingChannel",
     "Journal",
     "JournalError",
     "JournaledTurn",

@@ -19,13 +19,18 @@ one status line in place); the persona's webhook speaks the
 persona's text and notices when one is configured. Hidden notices go to the
 thought-log channel, or nowhere. Ids are discord.py's ints; the port's ids are
 their decimal strings.
+
+With a journal (`toolloop.effects.durable`), the channel reports the messages
+that hold each stream's text each time Discord confirmed a send or an edit
+(`report_held`), and a resumed turn gives it those messages back (`restore`):
+the stream made again continues the same message.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol, Self
 
 import anyio
@@ -34,13 +39,17 @@ import discord
 from anyio.abc import TaskGroup
 
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
-from toolloop.effects.discord.split import LIMIT, Fence, Page, cut_page, last_page
+from toolloop.effects.discord.split import LIMIT, Fence, Page, cut_page, last_page, open_fence
+from toolloop.effects.durable.journal import HeldMessage
+from toolloop.effects.durable.resume import HeldReport
 from toolloop.effects.ports import Notice, StreamSpan
 from toolloop.states.errors import ToolloopError, UsageError
 
 log = logging.getLogger("toolloop.discord")
 Place = discord.TextChannel | discord.Thread | discord.DMChannel
 """Where a turn runs: a text channel, a thread or a direct message."""
+Sent = discord.Message | discord.PartialMessage
+"""A message the turn sent: a partial one is taken back from an earlier process."""
 UNKNOWN_MESSAGE = 10008
 """Discord's JSON error code for a message that no longer exists (someone deleted it)."""
 RETRIES = 3
@@ -86,6 +95,10 @@ class Voice(Protocol):
         mentions: discord.AllowedMentions,
     ) -> discord.Message: ...
 
+    async def sent(self, message_id: int) -> Sent:
+        """A message this voice sent earlier, to edit (`DiscordChannel.restore`)."""
+        ...
+
 
 @attrs.frozen
 class BotVoice:
@@ -112,6 +125,9 @@ class BotVoice:
             reference=reference,  # type: ignore[arg-type]
             allowed_mentions=mentions,
         )
+
+    async def sent(self, message_id: int) -> Sent:
+        return self.channel.get_partial_message(message_id)
 
 
 @attrs.frozen
@@ -145,6 +161,11 @@ class WebhookVoice:
             options["embed"] = embed
         message: discord.Message = await self.webhook.send(**options)
         return message
+
+    async def sent(self, message_id: int) -> Sent:
+        """The webhook's message (only the webhook may edit it): one request."""
+        thread = self.thread if self.thread is not None else discord.utils.MISSING
+        return await self.webhook.fetch_message(message_id, thread=thread)
 
 
 def no_pings(*, replied_user: bool = True) -> discord.AllowedMentions:
@@ -185,7 +206,7 @@ class DiscordChannel:
         self.thought_log = thought_log
         self.window = window
         self.clock: Clock = clock or AnyioClock()
-        self.messages: list[discord.Message] = []
+        self.messages: list[Sent] = []
         """Every text message the turn delivered, in order."""
         self._writers: list[_Writer] = []
         self._current: _Writer | None = None
@@ -197,6 +218,10 @@ class DiscordChannel:
         """Each voice's status line of progress notices since the last stream began."""
         self.cut_short = False
         """`stop` came while text was still to be shown: the reply is cut short."""
+        self.report: HeldReport | None = None
+        """Told the messages holding a stream after each confirmed send or edit."""
+        self._continued: _Writer | None = None
+        """A restored stream that the next stream continues."""
 
     async def __aenter__(self) -> Self:
         self._group = anyio.create_task_group()
@@ -225,12 +250,20 @@ class DiscordChannel:
     def stream_started(self, stream: StreamSpan) -> None:
         if self._group is None:
             raise UsageError("use the DiscordChannel as `async with DiscordChannel(...)`")
+        self._status.clear()
+        if self._continued is not None:  # the stream made again after a restart
+            self._current, self._continued = self._continued, None
+            self._current.span = self._current.key = stream
+            return
         writer = _Writer(self, stream)
+        self._start(writer)
+        self._current = writer
+
+    def _start(self, writer: _Writer) -> None:
+        assert self._group is not None
         if self._stopped:
             writer.stop()
         self._writers.append(writer)
-        self._current = writer
-        self._status.clear()
         self._group.start_soon(writer.edit_until_closed)
 
     def stream_ended(self, stream: StreamSpan) -> None:
@@ -284,6 +317,36 @@ class DiscordChannel:
         except discord.HTTPException as error:
             self.refused(error, "cut marker")
 
+    # -- the journal (`toolloop.effects.durable.resume.HoldingChannel`) -----------------------
+
+    def report_held(self, report: HeldReport) -> None:
+        self.report = report
+
+    async def restore(
+        self, stream: Hashable, held: tuple[HeldMessage, ...], text: str, *, continues: bool
+    ) -> None:
+        """Take back an earlier process's messages of a stream and edit them up to `text`;
+        with `continues`, the next stream appends to them."""
+        if self._group is None:
+            raise UsageError("use the DiscordChannel as `async with DiscordChannel(...)`")
+        voice = self.persona or self.bot
+        messages = [await voice.sent(int(message.message_id)) for message in held]
+        self.messages += messages
+        self._replied = True
+        writer = _Writer(self, None, key=stream)
+        writer.adopt(list(zip(messages, (message.text for message in held), strict=True)), text)
+        self._start(writer)
+        writer.wake()
+        if continues:
+            self._continued = writer
+        else:
+            writer.close()
+
+    async def reported(self, writer: _Writer) -> None:
+        """The writer's messages changed on Discord: tell the journal, if there is one."""
+        if self.report is not None:
+            await self.report(writer.key, writer.held())
+
     def delivered_message_ids(self) -> Sequence[str]:
         return tuple(str(message.id) for message in self.messages)
 
@@ -326,9 +389,10 @@ class DiscordChannel:
 
     # -- what the writers share ------------------------------------------------------------
 
-    async def new_message(self, content: str, stream: StreamSpan) -> discord.Message:
+    async def new_message(self, content: str, stream: StreamSpan | None) -> discord.Message:
         """A stream's next message; the turn's first one replies to the stream's target."""
-        reply_to = None if self._replied or stream.reply_to is None else int(stream.reply_to)
+        target = None if stream is None else stream.reply_to
+        reply_to = None if self._replied or target is None else int(target)
         self._replied = True
         voice = self.persona or self.bot
         message = await voice.send(content=content, reply_to=reply_to, mentions=self.mentions)
@@ -358,18 +422,24 @@ class _Writer:
     stream costs are bounded by its text (`split.cut_page`).
     """
 
-    def __init__(self, channel: DiscordChannel, span: StreamSpan) -> None:
+    def __init__(
+        self, channel: DiscordChannel, span: StreamSpan | None, key: Hashable | None = None
+    ) -> None:
         self.channel, self.span = channel, span
+        self.key: Hashable = span if key is None else key
+        """What the writer's reports name: its stream, or the key it was restored under."""
         self.tail = ""
         """The text of the stream's current page, sent or not yet."""
         self.fence: Fence | None = None
         """The code fence the current page reopens."""
         self.shown = ""
         """What the current message shows."""
-        self.message: discord.Message | None = None
-        self.messages: list[discord.Message] = []
+        self.message: Sent | None = None
+        self.messages: list[Sent] = []
         self.done_text = ""
         """The stream's text on its finished pages, as Discord confirmed them."""
+        self.pages: list[tuple[int, str]] = []
+        """Each finished page's message id and the text it holds."""
         self.shown_body = ""
         """The part of `tail` the current message shows, as Discord confirmed it."""
         self.failure: DeliveryError | None = None
@@ -397,6 +467,28 @@ class _Writer:
         self.closed = True
         self._wake.set()
 
+    def wake(self) -> None:
+        self._wake.set()
+
+    def adopt(self, held: list[tuple[Sent, str]], text: str) -> None:
+        """Continue an earlier process's messages of the stream, which hold the start of `text`:
+        the last one is the current page, edited up to the rest of `text`."""
+        *finished, (last, shown) = held
+        self.messages = [message for message, _ in held]
+        self.pages = [(message.id, body) for message, body in finished]
+        self.done_text = "".join(body for _, body in finished)
+        self.fence = open_fence(self.done_text)
+        self.message, self.shown_body = last, shown
+        self.shown = last_page(shown, fence=self.fence).content
+        self.tail = text[len(self.done_text) :]
+
+    def held(self) -> tuple[HeldMessage, ...]:
+        """The messages holding the stream's text as Discord confirmed it, in order."""
+        pages = [*self.pages]
+        if self.message is not None:
+            pages.append((self.message.id, self.shown_body))
+        return tuple(HeldMessage(message_id=str(i), text=text) for i, text in pages)
+
     def stop(self) -> None:
         """Stop editing at once: no further request is made."""
         self._scope.cancel()
@@ -409,6 +501,7 @@ class _Writer:
     def forget(self, ids: set[int]) -> None:
         """The messages `ids` are deleted: the stream's text shown there is shown no more."""
         self.messages = [m for m in self.messages if m.id not in ids]
+        self.pages = [(i, body) for i, body in self.pages if i not in ids]
         if self.message is not None and self.message.id in ids:
             self.message, self.shown, self.shown_body = None, "", ""
         if not self.messages:
@@ -430,7 +523,7 @@ class _Writer:
         text it had not shown yet stays unshown. Called once the editor has stopped.
         """
         message = self.message or self.messages[-1]
-        shown = self.shown if message is self.message else message.content or ""
+        shown = self.shown if message is self.message else getattr(message, "content", "") or ""
         suffix = f"\n-# {marker}"
         if len(shown) + len(suffix) > LIMIT:
             shown = shown[: LIMIT - len(suffix) - 1] + "…"
@@ -476,12 +569,15 @@ class _Writer:
                 return
         if whole:
             self.message, self.shown, self.shown_body = sent, page.content, page.body
-            return
-        self.tail, self.fence = self.tail[len(page.body) :], page.carried
-        self.message, self.shown, self.shown_body = None, "", ""
-        self.done_text += page.body
+        else:
+            self.tail, self.fence = self.tail[len(page.body) :], page.carried
+            self.message, self.shown, self.shown_body = None, "", ""
+            self.done_text += page.body
+            if sent is not None:
+                self.pages.append((sent.id, page.body))
+        await self.channel.reported(self)
 
-    async def _send(self, content: str, message: discord.Message | None) -> discord.Message:
+    async def _send(self, content: str, message: Sent | None) -> Sent:
         """`content` as the stream's next message, or as `message`'s new text.
 
         A deleted message continues in a new one; a 429 or a 5xx (after discord.py's

@@ -172,7 +172,9 @@ class DiscordApprovals:
         `setup_hook`); the client must hold this host as `client.approvals`."""
         client.add_dynamic_items(ApprovalButton)
 
-    def for_turn(self, trigger: discord.Message, killed: KillSignal) -> TurnApprovals:
+    def for_turn(
+        self, trigger: discord.Message | discord.PartialMessage, killed: KillSignal
+    ) -> TurnApprovals:
         """The approval port of the turn answering `trigger` (its requests reply to it);
         `killed` is the turn's kill signal, which tells a withdrawn request from an expired one."""
         return TurnApprovals(self, trigger, killed)
@@ -328,8 +330,9 @@ class TurnApprovals:
     """The approval port (`toolloop.ports.ApprovalPort`) of one turn of the bot."""
 
     host: DiscordApprovals
-    trigger: discord.Message
-    """The message the turn answers: its id names the turn in the buttons."""
+    trigger: discord.Message | discord.PartialMessage
+    """The message the turn answers: its id names the turn in the buttons (partial for a
+    turn resumed from the journal)."""
     killed: KillSignal
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:

@@ -8,7 +8,9 @@ the `TurnManager` (one turn per channel at a time), speaks through `DiscordChann
 approval runs (`approvals`), and gives the model as its context either a short
 transcript it keeps per channel or the reply chain read from Discord
 (`BotSettings.conversation`, `chain`). `BotSettings.from_env` reads its
-configuration.
+configuration. With a journal (`BotSettings.journal`, or `journal=`), every
+turn is journaled (`toolloop.effects.durable`), and on start the turns a dead
+process left unfinished are resumed, each continuing its Discord message.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import time
 from collections.abc import Callable
 
 import attrs
@@ -42,9 +45,13 @@ from toolloop.effects.discord.turns import (
     as_delivered,
     from_a_user,
 )
-from toolloop.effects.observe import HostEvent
+from toolloop.effects.durable.journal import Journal, JournaledTurn
+from toolloop.effects.durable.resume import TurnPorts, end_stale, resume_turn, run_journaled
+from toolloop.effects.in_memory import MemoryTurnControl
+from toolloop.effects.observe import HostEvent, HostObserver
 from toolloop.effects.ports import Provider, ToolRegistryPort
-from toolloop.effects.turn import Attempt, run_generation_turn
+from toolloop.effects.stash import ContextStash
+from toolloop.effects.turn import Attempt, prepared, run_generation_turn, wants_verbatim
 from toolloop.states import ContextItem, GenerationTurnResult, Sticker, TurnSettings
 from toolloop.states import Persona as TurnPersona
 
@@ -82,6 +89,7 @@ class ToolloopBot(discord.Client):
         intents: discord.Intents | None = None,
         on_event: ChannelObserver | None = None,
         mentions: discord.AllowedMentions | None = None,
+        journal: Journal | None = None,
     ) -> None:
         """`on_event` sees every turn's host events (streams, tools, notices) with the
         channel they happened in (`ChannelEvent`), e.g. to log them or keep a status line.
@@ -89,6 +97,9 @@ class ToolloopBot(discord.Client):
         `mentions` is the mention policy of everything the bot sends; by default
         (`no_pings`) the model's text pings no one but, with the setting
         `ping_replied_user`, the author of the message a reply answers.
+
+        `journal` (an open `toolloop.durable.Journal`) journals every turn; without
+        one, `settings.journal` is opened on start (`setup_hook`).
         """
         if intents is None:
             intents = discord.Intents.default()
@@ -99,6 +110,7 @@ class ToolloopBot(discord.Client):
         self.mentions = mentions
         self.settings, self.provider, self.registry = settings, provider, registry
         self.clock, self.on_event = clock, on_event
+        self.journal = journal
         self.tree = app_commands.CommandTree(self)
         self.turns = TurnManager(
             self.respond,
@@ -119,10 +131,46 @@ class ToolloopBot(discord.Client):
         )
 
     async def setup_hook(self) -> None:
-        """Listen for approval buttons, an earlier run's too; register `/kill` with Discord
-        (`sync_commands`)."""
+        """Listen for approval buttons, an earlier run's too; open the journal
+        (`settings.journal`), register `/kill` with Discord (`sync_commands`) and resume
+        the turns the journal holds (`resume_turns`)."""
         self.approvals.install(self)
+        if self.journal is None and self.settings.journal is not None:
+            self.journal = await Journal.open(self.settings.journal)
         await sync_commands(self.tree)
+        await self.resume_turns()
+
+    async def resume_turns(self) -> list[str]:
+        """Resume the turns an earlier process left unfinished in the journal, each in its
+        channel's lane, before what arrives there meanwhile; one older than
+        `stale_turn_seconds` ends with the `turn_interrupted` notice instead, and one
+        whose channel is gone is let go. The keys of the turns resumed."""
+        if self.journal is None:
+            return []
+        resumed = []
+        for journaled in await self.journal.unfinished():
+            try:
+                place = await self._place(int(journaled.turn.channel_id or 0))
+            except (discord.HTTPException, discord.InvalidData) as error:
+                log.warning(
+                    "turn %s is not resumed: its channel is gone (%s)", journaled.key, error
+                )
+                await self.journal.finish(journaled.key)
+                continue
+            if time.time() - journaled.started_at > self.settings.stale_turn_seconds:
+                async with await self.open_channel(place) as channel:
+                    ports = self._ports(channel, MemoryTurnControl(), None, None)
+                    await end_stale(self.journal, journaled, ports)
+                continue
+            self.turns.resume(place, journaled)
+            resumed.append(journaled.key)
+        return resumed
+
+    async def _place(self, channel_id: int) -> Place:
+        found = self.get_channel(channel_id) or await self.fetch_channel(channel_id)
+        if not isinstance(found, discord.TextChannel | discord.Thread | discord.DMChannel):
+            raise discord.InvalidData(f"channel {channel_id} is not a text channel")
+        return found
 
     async def on_message(self, message: discord.Message) -> None:
         """A stop phrase stops (never reaching the transcript); a message the access policy
@@ -204,6 +252,8 @@ class ToolloopBot(discord.Client):
     async def close(self) -> None:
         """Stop the running turns (as `/kill` does) and their messages' editors, then disconnect."""
         await self.turns.close()
+        if self.journal is not None and self.settings.journal is not None:
+            await self.journal.close()  # the one `setup_hook` opened
         await super().close()
 
     # -- one turn --------------------------------------------------------------------------
@@ -252,8 +302,9 @@ class ToolloopBot(discord.Client):
         return WebhookVoice(hook, persona, thread)
 
     async def respond(self, request: TurnRequest) -> GenerationTurnResult:
-        """Run the generation turn for the batch on its conversation (`conversation`), and
-        remember what the persona said in the transcript (Discord holds a reply chain)."""
+        """Run the generation turn for the batch on its conversation (`conversation`), or
+        carry on the resumed one, and remember what the persona said in the transcript
+        (Discord holds a reply chain)."""
         place_id = request.channel.channel_id
         chained = self.settings.conversation == "reply_chain"
         transcript = self._transcript(place_id)
@@ -262,12 +313,15 @@ class ToolloopBot(discord.Client):
         # (the transcript is cut to `TRANSCRIPT` only here, after the reply went in, so
         # `answered` still points where it did)
         name = self.speaker
-        if chained:
-            conversation = await self.read_chain(request.messages)
-        else:
-            conversation = transcript[-TRANSCRIPT:]
         async with BatchLines(request.channel) as lines:
-            result = await self._run_turn(request, conversation, lines)
+            if request.resumed is not None:
+                result = await self._resume_turn(request, request.resumed, lines)
+            else:
+                if chained:
+                    conversation = await self.read_chain(request.messages)
+                else:
+                    conversation = transcript[-TRANSCRIPT:]
+                result = await self._run_turn(request, conversation, lines)
         result = await as_delivered(result, request.channel)  # only what Discord holds
         if chained:  # Discord holds the conversation
             return result
@@ -279,33 +333,79 @@ class ToolloopBot(discord.Client):
     async def _run_turn(
         self, request: TurnRequest, conversation: list[ContextItem], lines: BatchLines
     ) -> GenerationTurnResult:
-        """The generation turn on `conversation`; its batches shown by `lines`."""
+        """The generation turn on `conversation`, journaled under its channel and trigger when
+        there is a journal; its batches shown by `lines`."""
         place_id, trigger = request.channel.channel_id, request.messages[-1]
         name, guild = self.speaker, trigger.guild
-        return await run_generation_turn(
-            turn=TurnSettings(
-                locale=self.settings.locale,
-                persona=TurnPersona(name=name),
-                context=(
-                    ContextItem(kind="system", content=SYSTEM.format(name=name)),
-                    *conversation,
-                ),
-                channel_id=str(place_id),
-                direct_message=isinstance(request.channel.place, discord.DMChannel),
-                user_id=str(trigger.author.id),
-                guild_id=str(guild.id) if guild is not None else None,
-                guild_stickers=tuple(
-                    Sticker(id=str(s.id), name=s.name) for s in (guild.stickers if guild else ())
-                ),
+        turn = TurnSettings(
+            locale=self.settings.locale,
+            persona=TurnPersona(name=name),
+            context=(
+                ContextItem(kind="system", content=SYSTEM.format(name=name)),
+                *conversation,
             ),
-            attempts=[Attempt(provider=self.provider)],
+            channel_id=str(place_id),
+            direct_message=isinstance(request.channel.place, discord.DMChannel),
+            user_id=str(trigger.author.id),
+            guild_id=str(guild.id) if guild is not None else None,
+            guild_stickers=tuple(
+                Sticker(id=str(s.id), name=s.name) for s in (guild.stickers if guild else ())
+            ),
+        )
+        attempt, on_event = Attempt(provider=self.provider), self._observer(place_id, lines)
+        if self.journal is not None:
+            turn, config, verbatim = prepared(turn, attempt, self.registry)
+            ports = self._ports(request.channel, request.control, trigger, on_event, verbatim)
+            key = f"{place_id}/{trigger.id}"
+            return await run_journaled(self.journal, key, turn=turn, config=config, ports=ports)
+        return await run_generation_turn(
+            turn=turn,
+            attempts=[attempt],
             registry=self.registry,
             channel=request.channel,
             control=request.control,
             approvals=self.approvals.for_turn(trigger, request.control.killed),
             reply_to=str(trigger.id),
-            on_event=functools.partial(self._seen, place_id, lines),
+            on_event=on_event,
         )
+
+    async def _resume_turn(
+        self, request: TurnRequest, journaled: JournaledTurn, lines: BatchLines
+    ) -> GenerationTurnResult:
+        """An earlier process's unfinished turn, carried on from the journal."""
+        assert self.journal is not None, "a resumed turn comes from the journal"
+        verbatim = wants_verbatim(Attempt(provider=self.provider), self.registry)
+        answered, trigger = journaled.reply_to, None
+        if answered is not None and answered.isdigit():
+            trigger = request.channel.place.get_partial_message(int(answered))
+        on_event = self._observer(request.channel.channel_id, lines)
+        ports = self._ports(request.channel, request.control, trigger, on_event, verbatim)
+        return await resume_turn(self.journal, journaled, ports)
+
+    def _ports(
+        self,
+        channel: DiscordChannel,
+        control: MemoryTurnControl,
+        trigger: discord.Message | discord.PartialMessage | None,
+        on_event: HostObserver | None,
+        verbatim: bool = False,
+    ) -> TurnPorts:
+        """A journaled turn's ports in `channel`, answering `trigger` (its requests for
+        approval reply to it)."""
+        return TurnPorts(
+            provider=self.provider,
+            registry=self.registry,
+            channel=channel,
+            control=control,
+            stash=ContextStash(),
+            reply_to=None if trigger is None else str(trigger.id),
+            verbatim=verbatim,
+            on_event=on_event,
+            approvals=None if trigger is None else self.approvals.for_turn(trigger, control.killed),
+        )
+
+    def _observer(self, channel_id: int, lines: BatchLines) -> HostObserver:
+        return functools.partial(self._seen, channel_id, lines)
 
     def _seen(self, channel_id: int, lines: BatchLines, event: HostEvent) -> None:
         lines.seen(event)

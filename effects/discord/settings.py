@@ -33,6 +33,7 @@ LOCALE = "TOOLLOOP_LOCALE"
 ANSWER_ALL, DIRECT_MESSAGES = "TOOLLOOP_ANSWER_ALL", "TOOLLOOP_DIRECT_MESSAGES"
 VISION = "TOOLLOOP_VISION"
 CONVERSATION, CHAIN_MESSAGES = "TOOLLOOP_CONVERSATION", "TOOLLOOP_REPLY_CHAIN_MESSAGES"
+JOURNAL = "TOOLLOOP_JOURNAL"
 ID_LISTS = {
     "answer_channels": "TOOLLOOP_ANSWER_CHANNELS",
     "allow_users": "TOOLLOOP_ALLOW_USERS",
@@ -62,6 +63,7 @@ KEYS = {
     "vision": VISION,
     "conversation": CONVERSATION,
     "reply_chain_messages": CHAIN_MESSAGES,
+    "journal": JOURNAL,
     **ID_LISTS,
 }
 """The keys of a configuration file and the environment variable each one stands for."""
@@ -118,6 +120,9 @@ class BotSettings:
     `reply_chain`: the messages the trigger replies to, read from Discord (`chain`)."""
     reply_chain_messages: int = 25
     """The most messages of a reply chain the model reads, the trigger included."""
+    journal: Path | None = None
+    """A SQLite journal file (`toolloop.durable`): every turn is journaled, and the turns a
+    dead process left unfinished are resumed on start. None: turns die with the process."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> BotSettings:
@@ -180,6 +185,7 @@ class _Source:
             vision=self.switch(VISION, default=False),
             conversation=self.choice(CONVERSATION, CONVERSATIONS),
             reply_chain_messages=self.whole(CHAIN_MESSAGES, *CHAIN_RANGE) or 25,
+            journal=Path(self.text(JOURNAL)) if self.text(JOURNAL) else None,
         )
 
     def label(self, name: str) -> str:

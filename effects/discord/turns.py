@@ -9,7 +9,9 @@ channel's editors stopped and the queue dropped. Each turn gets its own
 `MemoryTurnControl`, so a kill can never reach the next turn; only the
 follow-up count carries over. A turn that outlives `stale_after` seconds,
 sending its last text included, is cancelled. `wait_idle()` waits for every
-channel; `close()` stops them all first.
+channel; `close()` stops them all first. A turn an earlier process left
+unfinished in the journal is resumed in its channel's lane (`resume`), before
+the messages that arrive meanwhile.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import discord
 
 from toolloop.effects.discord.adapter import DeliveryError, DiscordChannel, Place
 from toolloop.effects.discord.failures import cut_marker, failure_notice
+from toolloop.effects.durable.journal import JournaledTurn
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.states import GenerationTurnResult, StreamError, TurnStatus
 
@@ -40,9 +43,12 @@ class TurnRequest:
     """What one turn answers and the ports it runs with."""
 
     messages: tuple[discord.Message, ...]
-    """The batch this turn answers, oldest first; the last is the reply target."""
+    """The batch this turn answers, oldest first; the last is the reply target. Empty for a
+    resumed turn, whose journal holds what it answers."""
     channel: DiscordChannel
     control: MemoryTurnControl
+    resumed: JournaledTurn | None = None
+    """The unfinished turn of an earlier process that this turn carries on."""
 
 
 Respond = Callable[[TurnRequest], Awaitable[GenerationTurnResult]]
@@ -61,6 +67,8 @@ class _Lane:
     """One Discord channel's queue and running turn."""
 
     pending: list[discord.Message] = attrs.field(factory=list)
+    resumed: list[JournaledTurn] = attrs.field(factory=list)
+    """Unfinished turns of an earlier process, answered before `pending`."""
     control: MemoryTurnControl | None = None
     channel: DiscordChannel | None = None
     """The running turn's channel port, once opened."""
@@ -106,6 +114,13 @@ class TurnManager:
             lane.control.request_follow_up()
         if lane.task is None or lane.task.done():
             lane.task = asyncio.create_task(self._drain(lane, message.channel))  # type: ignore[arg-type]
+
+    def resume(self, place: Place, journaled: JournaledTurn) -> None:
+        """Carry on an earlier process's unfinished turn in its channel's lane, first."""
+        lane = self._lanes.setdefault(place.id, _Lane())
+        lane.resumed.append(journaled)
+        if lane.task is None or lane.task.done():
+            lane.task = asyncio.create_task(self._drain(lane, place))
 
     def is_stop_phrase(self, message: discord.Message) -> bool:
         """The message is the stop phrase (any case, blanks around it ignored)."""
@@ -157,6 +172,7 @@ class TurnManager:
         """A genuine stop: the queue is dropped, the turn killed and its messages' editors
         stopped (a reply still being paginated sends nothing more)."""
         lane.pending.clear()
+        lane.resumed.clear()
         if lane.control is not None:
             lane.control.kill()
         if lane.channel is not None:
@@ -164,13 +180,19 @@ class TurnManager:
 
     async def _drain(self, lane: _Lane, place: Place) -> None:
         """Answer the channel's queue, one batch per turn, until it is empty."""
-        while lane.pending:
-            batch, lane.pending = tuple(lane.pending), []
+        while lane.resumed or lane.pending:
+            resumed = lane.resumed.pop(0) if lane.resumed else None
+            if resumed is None:
+                batch, lane.pending = tuple(lane.pending), []
+                requesters = frozenset(m.author.id for m in batch)
+            else:
+                user = resumed.turn.user_id
+                batch, requesters = (), frozenset({int(user)} if user.isdigit() else ())
             control = MemoryTurnControl()
             control.follow_up_count = lane.follow_ups
-            lane.control, lane.requesters = control, frozenset(m.author.id for m in batch)
+            lane.control, lane.requesters = control, requesters
             try:
-                await self._turn(lane, place, batch, control)
+                await self._turn(lane, place, batch, control, resumed)
             except Exception:
                 log.exception("the turn in channel %s failed", place.id)
             finally:
@@ -183,6 +205,7 @@ class TurnManager:
         place: Place,
         batch: tuple[discord.Message, ...],
         control: MemoryTurnControl,
+        resumed: JournaledTurn | None = None,
     ) -> None:
         """One turn; the stale timeout covers the channel's opening and its exit too (the
         editors sending the last text), so nothing holds a channel longer. A failure is
@@ -196,7 +219,7 @@ class TurnManager:
                     lane.channel = opened
                     if control.killed.is_set():  # killed while the channel was being opened
                         opened.stop()
-                    result = await self._answer(opened, place, batch, control)
+                    result = await self._answer(opened, place, batch, control, resumed)
                     ended = result.status
             if scope.cancelled_caught:
                 ended = None
@@ -220,12 +243,13 @@ class TurnManager:
         place: Place,
         batch: tuple[discord.Message, ...],
         control: MemoryTurnControl,
+        resumed: JournaledTurn | None = None,
     ) -> GenerationTurnResult:
         """The turn's result; one that failed (or raised) shows an error notice first."""
         try:
             async with typing(channel.place):
                 result = await self._respond(
-                    TurnRequest(messages=batch, channel=channel, control=control)
+                    TurnRequest(messages=batch, channel=channel, control=control, resumed=resumed)
                 )
         except Exception:
             await self._show_failure(channel, None)

@@ -2,9 +2,11 @@
 
 A turn is its event log: the file keeps the attempt's configuration and turn
 settings once, then every event in order (the engine's own cattrs encoding,
-`toolloop.states.convert`), and the text each stream has delivered to the
-channel so far. The state is never stored: `toolloop.effects.durable.resume`
-rebuilds it by replaying the events through `step`.
+`toolloop.states.convert`), the text each stream has delivered to the channel
+so far, and, for a channel that says so (Discord's), the messages that hold
+each stream's text as the chat confirmed them: their ids and the text each
+holds. The state is never stored: `toolloop.effects.durable.resume` rebuilds
+it by replaying the events through `step`.
 
 Every write is one transaction in WAL mode, so a `kill -9` at any point leaves
 the file at the last committed event; a finished turn's rows are deleted
@@ -33,15 +35,27 @@ T = TypeVar("T")
 
 #: Written into the file's header (`PRAGMA application_id`): "tljn", a toolloop journal.
 APPLICATION_ID = 0x746C6A6E
-#: The layout below (`PRAGMA user_version`); a file of another version is refused.
-SCHEMA_VERSION = 1
+#: The layout below (`PRAGMA user_version`); a version 1 file is migrated, another refused.
+SCHEMA_VERSION = 2
 
-_SCHEMA = """
+_MESSAGES = """
+CREATE TABLE messages (
+    key TEXT NOT NULL REFERENCES turns (key) ON DELETE CASCADE,
+    after INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    message_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (key, after, position)
+) WITHOUT ROWID;
+"""
+_SCHEMA = (
+    """
 CREATE TABLE turns (
     key TEXT PRIMARY KEY,
     started_at REAL NOT NULL,
     config TEXT NOT NULL,
-    turn TEXT NOT NULL
+    turn TEXT NOT NULL,
+    reply_to TEXT
 ) WITHOUT ROWID;
 CREATE TABLE events (
     key TEXT NOT NULL REFERENCES turns (key) ON DELETE CASCADE,
@@ -56,6 +70,10 @@ CREATE TABLE delivered (
     PRIMARY KEY (key, after)
 ) WITHOUT ROWID;
 """
+    + _MESSAGES
+)
+_MIGRATE_1_TO_2 = f"ALTER TABLE turns ADD COLUMN reply_to TEXT; {_MESSAGES}"
+"""Version 2 added the reply target of each turn and the messages holding each stream."""
 
 
 class JournalError(ToolloopError, ValueError):
@@ -76,6 +94,15 @@ class TurnInProgress(ToolloopError, ValueError):
 
 
 @attrs.frozen(kw_only=True)
+class HeldMessage:
+    """A chat message holding part of a stream's text, as the chat confirmed it."""
+
+    message_id: str
+    text: str
+    """The stream's text this message holds (the stream's messages' texts join to it)."""
+
+
+@attrs.frozen(kw_only=True)
 class JournaledTurn:
     """An unfinished turn as the journal holds it: what it started from and what happened."""
 
@@ -85,11 +112,16 @@ class JournaledTurn:
     """When it began, in seconds since the epoch (`time.time()`)."""
     config: LoopConfig
     turn: TurnSettings
+    reply_to: str | None
+    """The message the turn's reply answers (the attempt's `reply_to`)."""
     events: tuple[Event, ...]
     """Every event the turn's interpreter received, in order (`TurnStarted` first)."""
     delivered: dict[int, str]
     """The text each stream delivered to the channel, by the number of the event whose
     step started the stream (a stream answers the last event before it)."""
+    held: dict[int, tuple[HeldMessage, ...]] = attrs.field(factory=dict)
+    """The messages holding each stream's text as the chat confirmed it, by the same
+    number, for a channel that reports them (`Journal.held`); none for another."""
 
 
 class Journal:
@@ -123,11 +155,13 @@ class Journal:
 
     # -- writing, one transaction each --------------------------------------------------------
 
-    async def begin(self, key: str, config: LoopConfig, turn: TurnSettings) -> None:
+    async def begin(
+        self, key: str, config: LoopConfig, turn: TurnSettings, *, reply_to: str | None = None
+    ) -> None:
         """Record a new turn's start; `TurnInProgress` if `key` is already unfinished."""
-        row = (key, time.time(), _dumps(to_json(config)), _dumps(to_json(turn)))
+        row = (key, time.time(), _dumps(to_json(config)), _dumps(to_json(turn)), reply_to)
         try:
-            await self._write("INSERT INTO turns VALUES (?, ?, ?, ?)", row)
+            await self._write("INSERT INTO turns VALUES (?, ?, ?, ?, ?)", row)
         except sqlite3.IntegrityError:
             raise TurnInProgress(key) from None
 
@@ -143,6 +177,26 @@ class Journal:
             "DO UPDATE SET text = text || excluded.text",
             (key, after, text),
         )
+
+    async def held(self, key: str, after: int, messages: tuple[HeldMessage, ...]) -> None:
+        """Record the messages that now hold the stream started after event `after`, as the
+        chat confirmed them (replacing what was recorded); nothing once the turn is over."""
+
+        def write() -> None:
+            with self._db:
+                if self._db.execute("SELECT 1 FROM turns WHERE key = ?", (key,)).fetchone():
+                    self._db.execute(
+                        "DELETE FROM messages WHERE key = ? AND after = ?", (key, after)
+                    )
+                    self._db.executemany(
+                        "INSERT INTO messages VALUES (?, ?, ?, ?, ?)",
+                        [
+                            (key, after, position, message.message_id, message.text)
+                            for position, message in enumerate(messages)
+                        ],
+                    )
+
+        await self._run(write)
 
     async def finish(self, key: str) -> None:
         """The turn is over: its rows are deleted (the journal keeps only turns in flight)."""
@@ -160,7 +214,13 @@ class Journal:
         return [self._turn(db, *row) for row in turns]
 
     def _turn(
-        self, db: sqlite3.Connection, key: str, started_at: float, config: str, turn: str
+        self,
+        db: sqlite3.Connection,
+        key: str,
+        started_at: float,
+        config: str,
+        turn: str,
+        reply_to: str | None,
     ) -> JournaledTurn:
         where = f"turn {key!r}"
         rows = db.execute("SELECT seq, event FROM events WHERE key = ? ORDER BY seq", (key,))
@@ -170,13 +230,21 @@ class Journal:
                 raise JournalError(self.path, f"{where}: event {expected} is missing")
             events.append(self._load(f"{where}, event {seq}", text, Event))
         delivered = db.execute("SELECT after, text FROM delivered WHERE key = ?", (key,))
+        held: dict[int, tuple[HeldMessage, ...]] = {}
+        for after, message_id, text in db.execute(
+            "SELECT after, message_id, text FROM messages WHERE key = ? ORDER BY after, position",
+            (key,),
+        ):
+            held[after] = (*held.get(after, ()), HeldMessage(message_id=message_id, text=text))
         return JournaledTurn(
             key=key,
             started_at=started_at,
             config=self._load(f"{where}, its config", config, LoopConfig),
             turn=self._load(f"{where}, its settings", turn, TurnSettings),
+            reply_to=reply_to,
             events=tuple(events),
             delivered=dict(delivered.fetchall()),
+            held=held,
         )
 
     def _load(self, where: str, text: str, cls: Any) -> Any:
@@ -234,7 +302,8 @@ def _connect(path: str) -> sqlite3.Connection:
 
 
 def _check(path: str, db: sqlite3.Connection) -> None:
-    """Create the layout in an empty file; refuse a foreign, newer or damaged one."""
+    """Create the layout in an empty file, migrate a version 1 one; refuse a foreign, newer or
+    damaged one."""
     application_id = db.execute("PRAGMA application_id").fetchone()[0]
     version = db.execute("PRAGMA user_version").fetchone()[0]
     tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
@@ -246,10 +315,16 @@ def _check(path: str, db: sqlite3.Connection) -> None:
         )
     elif application_id != APPLICATION_ID:
         raise JournalError(path, "not a toolloop journal (another application's SQLite file)")
-    elif version != SCHEMA_VERSION:
-        raise JournalError(path, f"journal version {version}, this toolloop reads {SCHEMA_VERSION}")
+    elif version not in (1, SCHEMA_VERSION):
+        raise JournalError(
+            path, f"journal version {version}, this toolloop reads 1 and {SCHEMA_VERSION}"
+        )
     else:
         db.execute("PRAGMA journal_mode = WAL")
+        if version == 1:
+            db.executescript(
+                f"BEGIN; {_MIGRATE_1_TO_2} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            )
     db.execute("PRAGMA foreign_keys = ON")
     # WAL + NORMAL: a commit survives the process being killed (it is in the WAL file);
     # only a power loss may undo the last ones, never tear one.

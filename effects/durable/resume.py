@@ -7,7 +7,9 @@ unfinished and carries each on from its last event:
 
 * a stream in flight is made again; the text the channel already shows is not
   sent again (the new stream's text is matched against it, and only what goes
-  beyond it, or differs from it, is delivered);
+  beyond it, or differs from it, is delivered); a channel that reports the
+  messages holding each stream (`HoldingChannel`, Discord's) continues the
+  same message, and first shows any text it had accepted but not yet shown;
 * a tool call in flight runs again only when its tool is registered
   `idempotent=True`; otherwise it settles as a failure that tells the model the
   call was interrupted by a restart and may have run;
@@ -23,13 +25,13 @@ cancelled one (the host shutting down) stays for the next start.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import attrs
 
-from toolloop.effects.durable.journal import Journal, JournaledTurn
+from toolloop.effects.durable.journal import HeldMessage, Journal, JournaledTurn
 from toolloop.effects.durable.replay import standing
 from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.notices import NoticeCatalog
@@ -84,27 +86,59 @@ class TurnPorts:
     approvals: ApprovalPort | None = None
 
 
+HeldReport = Callable[[Hashable, tuple[HeldMessage, ...]], Awaitable[None]]
+"""Awaited with a stream (its `StreamSpan`, or the key it was restored under) and the
+messages that now hold its text, each time the chat confirmed a send or an edit."""
+
+
+@runtime_checkable
+class HoldingChannel(Protocol):
+    """A channel whose text reaches the chat after `send_text` returns, in messages it can
+    name and edit later (`DiscordChannel`): the journal keeps what the chat confirmed, and
+    a resumed turn continues the same messages."""
+
+    def report_held(self, report: HeldReport) -> None:
+        """From now on, await `report` after each confirmed send or edit."""
+        ...
+
+    async def restore(
+        self, stream: Hashable, held: tuple[HeldMessage, ...], text: str, *, continues: bool
+    ) -> None:
+        """Take back the messages `held` of an earlier process's stream and bring them up to
+        `text` (which starts with what they hold); `continues`: the next stream is that
+        stream made again, its text appended after `text`."""
+        ...
+
+    async def settle(self) -> None:
+        """Return once the chat confirmed (or refused) all the text accepted so far."""
+        ...
+
+
 async def run_journaled(
     journal: Journal, key: str, *, turn: TurnSettings, config: LoopConfig, ports: TurnPorts
 ) -> GenerationTurnResult:
     """Run one attempt with its events journaled under `key` (unique while the turn runs)."""
-    await journal.begin(key, config, turn)
-    return await _run(journal, key, turn, config, ports, events=(), delivered={})
+    await journal.begin(key, config, turn, reply_to=ports.reply_to)
+    fresh = JournaledTurn(
+        key=key,
+        started_at=time.time(),
+        config=config,
+        turn=turn,
+        reply_to=ports.reply_to,
+        events=(),
+        delivered={},
+    )
+    return await _run(journal, key, turn, config, ports, fresh)
 
 
 async def resume_turn(
     journal: Journal, journaled: JournaledTurn, ports: TurnPorts
 ) -> GenerationTurnResult:
-    """Carry on one unfinished turn from its last journaled event."""
-    return await _run(
-        journal,
-        journaled.key,
-        journaled.turn,
-        journaled.config,
-        ports,
-        events=journaled.events,
-        delivered=journaled.delivered,
-    )
+    """Carry on one unfinished turn from its last journaled event (replying to the message
+    the turn answered, unless `ports.reply_to` says otherwise)."""
+    if ports.reply_to is None:
+        ports = attrs.evolve(ports, reply_to=journaled.reply_to)
+    return await _run(journal, journaled.key, journaled.turn, journaled.config, ports, journaled)
 
 
 Outcome = GenerationTurnResult | Exception | None
@@ -128,7 +162,7 @@ async def resume(
         turn_ports = ports(journaled)
         if journaled.started_at < cutoff:
             outcomes[journaled.key] = None
-            await _end_stale(journal, journaled, turn_ports)
+            await end_stale(journal, journaled, turn_ports)
             return
         try:
             outcomes[journaled.key] = await resume_turn(journal, journaled, turn_ports)
@@ -141,7 +175,9 @@ async def resume(
     return outcomes
 
 
-async def _end_stale(journal: Journal, journaled: JournaledTurn, ports: TurnPorts) -> None:
+async def end_stale(journal: Journal, journaled: JournaledTurn, ports: TurnPorts) -> None:
+    """A turn too old to resume: its channel gets the `turn_interrupted` notice, the journal
+    lets it go."""
     catalog = ports.catalog or NoticeCatalog.default()
     minutes = round((time.time() - journaled.started_at) / 60)
     key = fx.NoticeKey.TURN_INTERRUPTED.value
@@ -163,16 +199,19 @@ async def _run(
     turn: TurnSettings,
     config: LoopConfig,
     ports: TurnPorts,
-    *,
-    events: tuple[Event, ...],
-    delivered: dict[int, str],
+    journaled: JournaledTurn,
 ) -> GenerationTurnResult:
+    events = journaled.events
     where = standing(key, config, turn, events)
     recorder = _Recorder(journal, key, events)
     channel = _JournaledChannel(ports.channel, recorder)
     registry = ports.registry
-    if where.streaming:
-        channel.shown = delivered.get(len(events) - 1, "")
+    in_flight = len(events) - 1 if where.streaming else None
+    if in_flight is not None:
+        channel.shown = journaled.delivered.get(in_flight, "")
+    if isinstance(ports.channel, HoldingChannel):
+        ports.channel.report_held(channel.held)
+        channel.shown = await _restore(ports.channel, journaled, in_flight) or channel.shown
     if where.in_flight:
         registry = _ResumedRegistry(registry, list(where.in_flight))
     try:
@@ -196,15 +235,35 @@ async def _run(
     except Exception:
         await journal.finish(key)
         raise
+    if isinstance(ports.channel, HoldingChannel):
+        await ports.channel.settle()  # the turn is let go once the chat holds all its text
     await journal.finish(key)
     return result
+
+
+async def _restore(
+    channel: HoldingChannel, journaled: JournaledTurn, in_flight: int | None
+) -> str | None:
+    """Give the channel back the messages of the earlier process's streams, each brought up
+    to the text it had accepted; the stream in flight's text (what its remaking skips)."""
+    shown = None
+    for after, held in sorted(journaled.held.items()):
+        accepted = journaled.delivered.get(after, "")
+        confirmed = "".join(message.text for message in held)
+        text = accepted if len(accepted) > len(confirmed) else confirmed
+        if after == in_flight:
+            shown = text
+            await channel.restore(after, held, text, continues=True)
+        elif text != confirmed:
+            await channel.restore(after, held, text, continues=False)
+    return shown
 
 
 class _Recorder:
     """Appends each event to the journal; a resumed attempt's first event is already there."""
 
     def __init__(self, journal: Journal, key: str, events: tuple[Event, ...]) -> None:
-        self._journal, self._key = journal, key
+        self.journal, self.key = journal, key
         self.count = len(events)
         """Events journaled so far: a stream answers event `count - 1`."""
         self._replayed: Event | None = events[-1] if events else None
@@ -213,11 +272,11 @@ class _Recorder:
         if event is self._replayed:  # `StartFrom.event`: stepped again, journaled once
             self._replayed = None
             return
-        await self._journal.append(self._key, self.count, event)
+        await self.journal.append(self.key, self.count, event)
         self.count += 1
 
     async def delivered(self, text: str) -> None:
-        await self._journal.delivered(self._key, self.count - 1, text)
+        await self.journal.delivered(self.key, self.count - 1, text)
 
 
 @attrs.define
@@ -231,8 +290,11 @@ class _JournaledChannel:
     inner: Channel
     recorder: _Recorder
     shown: str = ""
+    streams: dict[Hashable, int] = attrs.field(factory=dict)
+    """Each stream of this attempt or restored from the earlier one: the event it answers."""
 
     def stream_started(self, stream: StreamSpan) -> None:
+        self.streams[stream] = self.recorder.count - 1
         self.inner.stream_started(stream)
 
     def stream_ended(self, stream: StreamSpan) -> None:
@@ -246,6 +308,11 @@ class _JournaledChannel:
                 return
         await self.inner.send_text(text, reply_to=reply_to)
         await self.recorder.delivered(text)
+
+    async def held(self, stream: Hashable, messages: tuple[HeldMessage, ...]) -> None:
+        """A `HoldingChannel`'s report: the messages that hold the stream, journaled."""
+        after = stream if isinstance(stream, int) else self.streams[stream]
+        await self.recorder.journal.held(self.recorder.key, after, messages)
 
     async def send_notice(self, notice: Notice) -> None:
         await self.inner.send_notice(notice)

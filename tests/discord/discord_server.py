@@ -2,9 +2,9 @@
 
 dpytest answers every request in memory and cannot refuse one the way Discord
 does (a deleted message's 404, a 429 with its `retry_after`, a 503). This
-aiohttp server answers the routes the host uses (log in, create, edit and
-delete a message, the typing indicator, the global slash commands) as Discord
-does, records each request, and answers from `plan` first:
+aiohttp server answers the routes the host uses (log in, fetch a channel,
+create, edit and delete a message, the typing indicator, the global slash
+commands) as Discord does, records each request, and answers from `plan` first:
 `server.plan("PATCH", refusal(404, 10008))` makes the next edit fail as
 Discord fails an edit of a deleted message.
 `connect` points discord.py's real `HTTPClient` (its rate limiter and retries
@@ -32,6 +32,7 @@ from aiohttp import web
 
 BOT_ID = 1_000_000_000_000_000_001
 APPLICATION_ID = 4242
+GUILD_ID = 1_000_000_000_000_000_002
 
 
 @attrs.frozen
@@ -101,6 +102,7 @@ class DiscordServer:
         self._ids = itertools.count(8_000_000_000_000_000_001)
         app = web.Application()
         app.router.add_get("/api/v10/users/@me", self._me)
+        app.router.add_get("/api/v10/channels/{channel}", self._channel)
         app.router.add_post("/api/v10/channels/{channel}/messages", self._create)
         app.router.add_patch("/api/v10/channels/{channel}/messages/{message}", self._edit)
         app.router.add_delete("/api/v10/channels/{channel}/messages/{message}", self._delete)
@@ -255,6 +257,19 @@ class DiscordServer:
         answer = plan.popleft()
         payload = answer.body or {"message": answer.message, "code": answer.code}
         return _json(payload, status=answer.status, headers=answer.headers)
+
+    async def _channel(self, request: web.Request) -> web.Response:
+        """A guild text channel under the id asked for (a host fetches one its cache lacks)."""
+        return _json(
+            {
+                "id": request.match_info["channel"],
+                "type": 0,
+                "guild_id": str(GUILD_ID),
+                "name": "general",
+                "position": 0,
+                "permission_overwrites": [],
+            }
+        )
 
     async def _create(self, request: web.Request) -> web.Response:
         body = await request.json()

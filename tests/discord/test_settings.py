@@ -34,6 +34,7 @@ class TestFromEnv:
                 "TOOLLOOP_VISION": "yes",
                 "TOOLLOOP_CONVERSATION": " Reply_Chain ",
                 "TOOLLOOP_REPLY_CHAIN_MESSAGES": "10",
+                "TOOLLOOP_JOURNAL": " /var/lib/bot/turns.db ",
             }
         )
         assert settings == BotSettings(
@@ -50,6 +51,7 @@ class TestFromEnv:
             vision=True,
             conversation="reply_chain",
             reply_chain_messages=10,
+            journal=Path("/var/lib/bot/turns.db"),
         )
 
     def test_a_blank_token_is_missing(self) -> None:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from toolloop.durable import Journal, JournalError, TurnInProgress
-from toolloop.engine.events import StreamEnded, TurnStarted
+from toolloop.durable import HeldMessage, Journal, JournalError, TurnInProgress
+from toolloop.engine.events import Event, StreamEnded, TurnStarted
 from toolloop.states import LoopConfig, StreamResult, StreamStatus, TurnSettings
+from toolloop.states.convert import to_json
 
 pytestmark = pytest.mark.anyio
 
@@ -36,16 +37,18 @@ class TestJournal:
         assert read.delivered == {0: "Hi"}
 
     async def test_a_finished_turn_is_pruned_with_all_its_rows(self, tmp_path: Path) -> None:
-        """`finish` deletes the turn, its events and its text: the file keeps turns in flight."""
+        """`finish` deletes the turn, its events, its text and its messages: the file keeps
+        turns in flight."""
         async with await Journal.open(tmp_path / "j.db") as journal:
             await journal.begin("t", LoopConfig(), TurnSettings())
             await journal.append("t", 0, TurnStarted())
             await journal.delivered("t", 0, "x")
+            await journal.held("t", 0, (HeldMessage(message_id="m1", text="x"),))
             await journal.finish("t")
             assert await journal.unfinished() == []
         db = sqlite3.connect(tmp_path / "j.db")
         counts = [db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in _TABLES]
-        assert counts == [0, 0, 0]
+        assert counts == [0, 0, 0, 0]
 
     async def test_the_file_is_in_wal_mode(self, tmp_path: Path) -> None:
         """WAL: a commit is in the log file before the call returns, so kill -9 keeps it."""
@@ -90,7 +93,7 @@ class TestRefusedFiles:
         db.execute("PRAGMA user_version = 9")
         db.commit()
         db.close()
-        with pytest.raises(JournalError, match=r"journal version 9, this toolloop reads 1$"):
+        with pytest.raises(JournalError, match=r"journal version 9, this toolloop reads 1 and 2$"):
             await Journal.open(path)
 
     async def test_a_damaged_page_is_a_clear_error(self, tmp_path: Path) -> None:
@@ -124,7 +127,77 @@ class TestRefusedFiles:
                 await journal.unfinished()
 
 
-_TABLES = ("turns", "events", "delivered")
+_TABLES = ("turns", "events", "delivered", "messages")
+
+#: The layout of a version 1 journal (toolloop before the messages of each stream).
+VERSION_1 = """
+CREATE TABLE turns (key TEXT PRIMARY KEY, started_at REAL NOT NULL, config TEXT NOT NULL,
+    turn TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE events (key TEXT NOT NULL REFERENCES turns (key) ON DELETE CASCADE,
+    seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (key, seq)) WITHOUT ROWID;
+CREATE TABLE delivered (key TEXT NOT NULL REFERENCES turns (key) ON DELETE CASCADE,
+    after INTEGER NOT NULL, text TEXT NOT NULL, PRIMARY KEY (key, after)) WITHOUT ROWID;
+PRAGMA application_id = 1953262190;
+PRAGMA user_version = 1;
+"""
+
+
+class TestVersions:
+    async def test_a_version_1_journal_is_migrated_and_its_turn_kept(self, tmp_path: Path) -> None:
+        """A journal written before version 2 opens: its unfinished turn reads back (no reply
+        target, no messages), the file is version 2, and the new rows can be written."""
+        path = tmp_path / "j.db"
+        db = sqlite3.connect(path)
+        db.executescript(VERSION_1)
+        config, turn = json.dumps(to_json(LoopConfig())), json.dumps(to_json(TurnSettings()))
+        db.execute("INSERT INTO turns VALUES ('old', 1.0, ?, ?)", (config, turn))
+        db.execute(
+            "INSERT INTO events VALUES ('old', 0, ?)", (json.dumps(to_json(TurnStarted(), Event)),)
+        )
+        db.commit()
+        db.close()
+        async with await Journal.open(path) as journal:
+            [read] = await journal.unfinished()
+            await journal.held("old", 0, (HeldMessage(message_id="m1", text="Hi"),))
+            [again] = await journal.unfinished()
+        assert (read.key, read.reply_to, read.events, read.held) == (
+            "old",
+            None,
+            (TurnStarted(),),
+            {},
+        )
+        assert again.held == {0: (HeldMessage(message_id="m1", text="Hi"),)}
+        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (2,)
+
+
+class TestHeldMessages:
+    async def test_the_messages_of_each_stream_are_replaced_by_each_report(
+        self, tmp_path: Path
+    ) -> None:
+        """Each report is the stream's whole set of messages: the last one is what reads back,
+        per stream, in order, with the turn's reply target."""
+        one, two = (
+            HeldMessage(message_id="m1", text="Hel"),
+            HeldMessage(message_id="m1", text="Hello"),
+        )
+        page = HeldMessage(message_id="m2", text=" there")
+        async with await Journal.open(tmp_path / "j.db") as journal:
+            await journal.begin("t", LoopConfig(), TurnSettings(), reply_to="42")
+            await journal.held("t", 0, (one,))
+            await journal.held("t", 0, (two, page))
+            await journal.held("t", 2, (HeldMessage(message_id="m3", text="Done."),))
+            [read] = await journal.unfinished()
+        assert read.reply_to == "42"
+        assert read.held == {0: (two, page), 2: (HeldMessage(message_id="m3", text="Done."),)}
+
+    async def test_a_report_after_the_turn_finished_writes_nothing(self, tmp_path: Path) -> None:
+        """An editor confirming its last edit after the turn was let go leaves no row behind."""
+        async with await Journal.open(tmp_path / "j.db") as journal:
+            await journal.begin("t", LoopConfig(), TurnSettings())
+            await journal.finish("t")
+            await journal.held("t", 0, (HeldMessage(message_id="m1", text="late"),))
+        db = sqlite3.connect(tmp_path / "j.db")
+        assert db.execute("SELECT count(*) FROM messages").fetchone() == (0,)
 
 
 class TestOneOwner:

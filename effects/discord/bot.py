@@ -50,7 +50,7 @@ from toolloop.effects.durable.resume import TurnPorts, end_stale, resume_turn, r
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.observe import HostEvent, HostObserver
 from toolloop.effects.ports import Provider, ToolRegistryPort
-from toolloop.effects.stash import ContextStash
+from toolloop.effects.registry.stash import ContextStash
 from toolloop.effects.turn import Attempt, prepared, run_generation_turn, wants_verbatim
 from toolloop.states import ContextItem, GenerationTurnResult, Sticker, TurnSettings
 from toolloop.states import Persona as TurnPersona

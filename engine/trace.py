@@ -26,7 +26,7 @@ existed, cannot be told complete: record it again).
 `replay` runs the events again through `step` alone: the same effects and
 moves must come out, or it says where they differ. This module does no I/O:
 `TraceEncoder` turns steps into lines as they happen and `load_bytes` reads a
-file's bytes; `toolloop.effects.trace_file` writes a running turn's trace.
+file's bytes; `toolloop.effects.observe.trace_file` writes a running turn's trace.
 """
 
 import json

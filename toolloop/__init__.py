@@ -20,12 +20,12 @@ from toolloop.effects.config import load_config
 from toolloop.effects.console import ConsoleChannel
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.interpreter import ImpersonationAborted, run_tool_loop
+from toolloop.effects.observe.trace_file import trace_file
 from toolloop.effects.one_call import run_turn
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.registry.schema import ToolSchemaError
 from toolloop.effects.registry.signature import Secret, SignatureError
-from toolloop.effects.trace_file import trace_file
 from toolloop.effects.turn import Attempt, RetryableError, run_generation_turn
 from toolloop.states import (
     ApiFamily,

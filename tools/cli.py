@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from toolloop.effects.trace_file import trace_file
+from toolloop.effects.observe.trace_file import trace_file
 from toolloop.engine.trace import TraceError, load_bytes, redacted, replay
 from toolloop.specs import diagram, invariants, paths
 from toolloop.tools.scenario import ScenarioError, load_scenario

@@ -11,9 +11,9 @@ import pytest
 from tests.effects.harness import ScriptProvider, calling, completed
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
+from toolloop.effects.observe.trace_file import TraceWriter, trace_file
 from toolloop.effects.ports import StreamRequest, StreamSink
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.effects.trace_file import TraceWriter, trace_file
 from toolloop.engine.trace import TraceError, load_bytes, replay
 from toolloop.states import JsonObject, LoopConfig, StreamResult, TurnSettings
 

@@ -283,7 +283,9 @@ class DiscordApprovals:
             if self._prompts.get((prompt.key.turn, prompt.key.call)) is prompt:
                 del self._prompts[(prompt.key.turn, prompt.key.call)]
 
-    async def _post(self, trigger: discord.Message, prompt: _Prompt) -> discord.Message:
+    async def _post(
+        self, trigger: discord.Message | discord.PartialMessage, prompt: _Prompt
+    ) -> discord.Message:
         """The request as a reply to `trigger`; a refusal is logged with the channel and
         raised as `DeliveryError` (the turn fails: nobody could ever answer it)."""
         try:

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import collections
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import anyio
 import attrs
 from anyio import TaskHandle
 from anyio.abc import TaskGroup
 
+from toolloop.effects.interpreter.batch_calls import Batch
 from toolloop.effects.interpreter.calls import (
     Alarm,
-    Asked,
     Call,
     Sink,
-    Started,
     ToolRun,
     _Superseded,
 )
@@ -36,11 +33,9 @@ from toolloop.engine import commands as fx
 from toolloop.engine.events import Event, StreamEnded, ToolSettled
 from toolloop.engine.step import Step
 from toolloop.states import (
-    ApprovalDecision,
     GenerationTurnResult,
     IterationState,
     LoopConfig,
-    ToolResult,
     TurnSettings,
 )
 
@@ -108,23 +103,8 @@ class Attempt:
     _killed: KillSignal = attrs.field(init=False)
     """The turn's kill signal, read once: the attempt belongs to one turn."""
     _stream_timeout: float = attrs.field(init=False)
-    _started: dict[int, Started] = attrs.field(init=False, factory=dict)
-    """The calls of a batch running side by side, by their position in it (SPEC 6b)."""
-    _asked: dict[int, Asked] = attrs.field(init=False, factory=dict)
-    """The calls of a batch waiting for approval, by their position in it (SPEC 6c)."""
-    _approval_deadlines: dict[int, float] = attrs.field(init=False, factory=dict)
-    """Each wait's deadline from its first ask: a call asked again keeps it."""
-    _settled: collections.deque[
-        tuple[Started, ToolResult] | tuple[Asked, ApprovalDecision | None]
-    ] = attrs.field(init=False, factory=collections.deque)
-    """Started calls and waits whose outcome is decided, in that order, not yet reported."""
-    _batch_woken: anyio.Event | None = attrs.field(init=False, default=None)
-    """Set when a started call settles or is killed, for the runner waiting on the batch."""
-    _batch_kill: Callable[[], None] | None = attrs.field(init=False, default=None)
-    """The batch's kill handle while it is registered: while any started call is not
-    reported. One bound method, so the turn control sees the same handle both times."""
-    _batch_error: Exception | None = attrs.field(init=False, default=None)
-    """What a started call's registry raised: the attempt's failure, as for one call."""
+    _batch: Batch | None = attrs.field(init=False, default=None)
+    """The batch's calls in flight and its waits for approval, while it has any (SPEC 6b, 6c)."""
     _state: IterationState = attrs.field(init=False)
     """The state the awaited effect of the last step answers to (set by `supervise`)."""
     _runner: TaskHandle[None] = attrs.field(init=False)

@@ -1,4 +1,4 @@
-"""The calls an attempt watches: its alarm, a stream's sink, a tool's run, a batch's calls."""
+"""The calls the supervisor watches, one at a time: its alarm, a stream's sink, a tool's run."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from toolloop.effects.clock import loop_clock
 from toolloop.effects.ports import Channel, StreamSpan, TurnControl
 from toolloop.engine import commands as fx
 from toolloop.engine.events import StopRequest
-from toolloop.states import StreamResult
+from toolloop.states import StreamResult, ToolResult
 
 
 class Alarm:
@@ -116,46 +116,6 @@ class ToolRun(Call):
         super().__init__(effect, runner, alarm, self.started + timeout_ms / 1000)
 
 
-class Started:
-    """A call of a batch started beside others (`StartTool`): its own task, timer and kill.
-
-    `open` until its outcome is decided: it settled, its timer ran out or a kill
-    ended it; a result that comes after that is dropped.
-    """
-
-    __slots__ = ("deadline", "effect", "open", "scope", "started", "timeout_ms")
-
-    def __init__(self, effect: fx.StartTool, started: float, timeout_ms: int) -> None:
-        self.effect, self.started, self.timeout_ms = effect, started, timeout_ms
-        self.deadline = started + timeout_ms / 1000
-        self.scope = anyio.CancelScope()
-        self.open = True
-
-    def end(self) -> None:
-        """Its outcome is decided: cancel what still runs of it (a straggler runs on)."""
-        self.open = False
-        self.scope.cancel()
-
-
-class Asked:
-    """A call of the batch waiting for approval (`AskApproval`): its own task and deadline.
-
-    `open` until the wait's outcome is decided: a decision, the deadline or a kill.
-    """
-
-    __slots__ = ("deadline", "effect", "open", "scope")
-
-    def __init__(self, effect: fx.AskApproval, deadline: float) -> None:
-        self.effect, self.deadline = effect, deadline
-        self.scope = anyio.CancelScope()
-        self.open = True
-
-    def end(self) -> None:
-        """Its outcome is decided: cancel the host's `ask` if it still runs."""
-        self.open = False
-        self.scope.cancel()
-
-
 class Sink(Call):
     """A stream's call, and what its provider reports to: progress pushes the deadline back.
 
@@ -250,6 +210,11 @@ class Sink(Call):
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+
+def failure(error: str) -> ToolResult:
+    """A call's failed result, `error` as the model reads it."""
+    return ToolResult(success=False, error=error)
 
 
 class _Superseded(Exception):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from toolloop.effects.interpreter.announce import Announcer
-from toolloop.effects.interpreter.calls import Started, ToolRun
+from toolloop.effects.interpreter.batch_calls import Started
+from toolloop.effects.interpreter.calls import ToolRun, failure
 from toolloop.effects.ports import Notice, StreamingContext, ToolInvocation
 from toolloop.engine import commands as fx
 from toolloop.engine.construct import constructor
@@ -95,10 +96,6 @@ class ToolStage(Announcer):
             await self._send(self.channel.send_notice, notice)
 
         return notify
-
-
-def failure(error: str) -> ToolResult:
-    return ToolResult(success=False, error=error)
 
 
 def timed_out(name: str, timeout_ms: int) -> ToolResult:

@@ -203,6 +203,36 @@ def test_a_decision_for_other_arguments_is_refused_and_the_call_asked_again(
     assert ran == [ARGS] and len(approvals.asked) == 2
 
 
+def test_a_call_asked_again_after_a_refused_decision_keeps_its_first_deadline() -> None:
+    """On the virtual clock: a decision for other arguments at 15 s is refused and the call
+    asked again, and the wait still ends 20 s after the first ask (not 20 s after the second)."""
+    registry, ran = bot()
+    approvals, states = MemoryApprovals(), []
+    config = LoopConfig(tool_approval_timeout_ms=20_000)
+
+    async def main() -> tuple[GenerationTurnResult, float]:
+        async with anyio.create_task_group() as group:
+            outcome: list[GenerationTurnResult] = []
+
+            async def run() -> None:
+                outcome.append(await turn(registry, approvals, states=states, config=config))
+
+            group.start_soon(run)
+            first = await approvals.next_request()
+            asked_at = anyio.current_time()
+            await anyio.sleep(15)
+            forged = ApprovalDecision(verdict=Verdict.APPROVE, digest=args_digest({"id": "m2"}))
+            approvals.decide(first.call_id, forged)
+            await approvals.next_request()
+        return outcome[0], anyio.current_time() - asked_at
+
+    result, waited = run_on("trio", main)
+    assert result.status is TurnStatus.COMPLETED and ran == [] and len(approvals.asked) == 2
+    assert waited == pytest.approx(20)
+    reason = states[-1].function_history[0].function_response["response"]["result"]["reason"]
+    assert reason == "Nobody approved this tool call within 20 s, so it was not run."
+
+
 def test_a_turn_without_an_approvals_port_fails_naming_the_tool() -> None:
     """Meeting a call that needs approval without a port is a clear error, not a hang."""
     registry, _ = bot()

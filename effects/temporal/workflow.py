@@ -33,7 +33,8 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     import attrs
 
-    from toolloop.effects.interpreter.tools import failure, timed_out
+    from toolloop.effects.interpreter.calls import failure
+    from toolloop.effects.interpreter.tools import timed_out
     from toolloop.effects.temporal.activities import HOST_CHORES
     from toolloop.effects.temporal.messages import (
         CallFacts,

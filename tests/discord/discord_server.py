@@ -260,6 +260,8 @@ class DiscordServer:
 
     async def _channel(self, request: web.Request) -> web.Response:
         """A guild text channel under the id asked for (a host fetches one its cache lacks)."""
+        if refused := await self._answer(request, {}):
+            return refused
         return _json(
             {
                 "id": request.match_info["channel"],

@@ -1,0 +1,115 @@
+"""`ToolloopBot.resume_turns`: what the bot does on start with each turn its journal holds.
+
+dpytest's in-memory Discord for the bot's world; the loopback Discord server
+where a channel must be fetched or refused. The kill -9 test
+(test_discord_restart.py) resumes a turn mid-stream in a real restart; here
+the paths a restart takes for a turn it does not carry on.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import discord
+import pytest
+
+from tests.discord.conftest import EVERY_MESSAGE, channel, configured, contents, embeds, run
+from tests.discord.discord_server import DiscordServer, refusal
+from tests.effects.harness import ScriptProvider, completed
+from toolloop.durable import Journal
+from toolloop.effects.discord import BotSettings, ToolloopBot
+from toolloop.effects.registry import ToolRegistry
+from toolloop.engine.events import TurnStarted
+from toolloop.states import LoopConfig, TurnSettings
+
+UNKNOWN_CHANNEL = 10003
+
+
+def bot(journal: Journal, stale_turn_seconds: float = 600.0) -> ToolloopBot:
+    return ToolloopBot(
+        BotSettings(token="test", access=EVERY_MESSAGE, stale_turn_seconds=stale_turn_seconds),
+        provider=ScriptProvider(completed("Resumed.")),
+        registry=ToolRegistry(),
+        intents=discord.Intents.all(),
+        journal=journal,
+    )
+
+
+async def journaled(journal: Journal, channel_id: int) -> None:
+    """An earlier process's turn in `channel_id`, cut right after it began."""
+    turn = TurnSettings(channel_id=str(channel_id), user_id="7")
+    await journal.begin(f"{channel_id}/1", LoopConfig(), turn)
+    await journal.append(f"{channel_id}/1", 0, TurnStarted())
+
+
+def test_a_turn_older_than_the_stale_timeout_ends_with_a_notice_in_its_channel(
+    tmp_path: Path,
+) -> None:
+    """Not resumed: the channel gets the turn_interrupted notice, the model is not called,
+    and the journal lets the turn go."""
+    provider_calls: list[int] = []
+
+    async def main() -> tuple[list[str], list[str | None]]:
+        async with await Journal.open(tmp_path / "j.db") as journal:
+            client = bot(journal, stale_turn_seconds=0.0)
+            await configured(client)
+            await journaled(journal, channel(0).id)
+            resumed = await client.resume_turns()
+            await client.turns.wait_idle()
+            assert await journal.unfinished() == []
+            provider = client.provider
+            assert isinstance(provider, ScriptProvider)
+            provider_calls.append(len(provider.requests))
+        return resumed, [embed.description for embed in embeds(channel(0))]
+
+    resumed, shown = run(main)
+    assert resumed == []
+    assert provider_calls == [0]
+    [text] = shown
+    assert text is not None and text.startswith("This reply was interrupted by a restart")
+
+
+def test_a_turn_whose_channel_is_gone_is_let_go_and_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Discord answers 404 Unknown Channel when the bot fetches the turn's channel: the turn is
+    not resumed, the journal lets it go, and the log names the turn."""
+
+    async def main() -> list[str]:
+        async with DiscordServer() as server, await Journal.open(tmp_path / "j.db") as journal:
+            client = bot(journal)
+            await configured(client)
+            await server.connect(client, monkeypatch)
+            server.plan("GET", refusal(404, UNKNOWN_CHANNEL, "Unknown Channel"))
+            await journaled(journal, 123_456_789_012_345_678)
+            resumed = await client.resume_turns()
+            assert await journal.unfinished() == []
+            await client.http.close()
+        return resumed
+
+    with caplog.at_level(logging.WARNING, logger="toolloop.discord"):
+        assert run(main) == []
+    assert any(
+        "turn 123456789012345678/1 is not resumed: its channel is gone" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_a_fresh_turn_is_resumed_in_its_channel_and_finished(tmp_path: Path) -> None:
+    """A turn cut right after it began (its channel in the bot's cache): resumed in the
+    channel's lane, the model answers there, and the journal is empty afterwards."""
+
+    async def main() -> tuple[list[str], list[str]]:
+        async with await Journal.open(tmp_path / "j.db") as journal:
+            client = bot(journal)
+            await configured(client)
+            await journaled(journal, channel(0).id)
+            resumed = await client.resume_turns()
+            await client.turns.wait_idle()
+            assert await journal.unfinished() == []
+        return resumed, contents(channel(0))
+
+    resumed, shown = run(main)
+    assert resumed == [f"{channel(0).id}/1"]
+    assert shown == ["Resumed."]

@@ -176,7 +176,7 @@ class _Interpreter(StreamStage, BatchStage, ControlEffects):
                 out = step(state, event) if first is None else first
                 if observer is not None and first is None:  # a resumed wait is no step
                     observer(state, event, out)
-                if self.on_event is not None and first is None:
+                if self.on_event is not None:  # a resumed wait's asks reach the host again
                     for shown in host_events(self.attempt, state, event, out, self.registry.redact):
                         self.on_event(shown)
                 first = None

@@ -230,7 +230,7 @@ class TurnTrace:
         It runs on every step of a traced turn, so it reuses each move's labels and
         what the provider calls of an attempt have in common.
         """
-        if isinstance(event, TurnStarted):
+        if isinstance(event, TurnStarted) or self._attempt < 0:  # < 0: a resumed wait
             self._begin_attempt(state.turn.provider)
         elif isinstance(event, StreamEnded):
             self._end_chat(event)

@@ -33,6 +33,7 @@ from toolloop.states import (
     ApprovalDecision,
     FunctionCall,
     GenerationTurnResult,
+    IterationState,
     JsonObject,
     LoopConfig,
     StreamResult,
@@ -49,6 +50,8 @@ SCHEMA: JsonObject = {
     "type": "object",
     "properties": {"id": {"type": "string"}, "token": {"type": "string", "writeOnly": True}},
 }
+TURN = TurnSettings(channel_id="c9", user_id="u7")
+CONFIG = LoopConfig(tool_approval_timeout_ms=300_000)
 Person = Callable[[MemoryApprovals, MemoryTurnControl], Awaitable[None]]
 
 
@@ -79,15 +82,24 @@ def deleting(*ids: str) -> Any:
 class Run:
     """One turn under telemetry, with the host events it showed, and a person acting."""
 
-    def __init__(self, person: Person, *ids: str, capture: bool = False) -> None:
+    def __init__(
+        self,
+        person: Person,
+        *ids: str,
+        capture: bool = False,
+        resume: IterationState | None = None,
+    ) -> None:
         self.recorded = Recorded(capture_content=capture)
         self.events: list[HostEvent] = []
-        self.result: GenerationTurnResult = run_on("trio", lambda: self._main(person, ids))
+        self.result: GenerationTurnResult = run_on("trio", lambda: self._main(person, ids, resume))
 
-    async def _main(self, person: Person, ids: tuple[str, ...]) -> GenerationTurnResult:
+    async def _main(
+        self, person: Person, ids: tuple[str, ...], resume: IterationState | None
+    ) -> GenerationTurnResult:
         approvals, control = MemoryApprovals(), MemoryTurnControl()
-        turn = TurnSettings(channel_id="c9", user_id="u7")
+        turn = TURN
         outcome: list[GenerationTurnResult] = []
+        scripts = (completed("Done."),) if resume else (deleting(*ids), completed("Done."))
 
         def shown(event: HostEvent) -> None:
             self.events.append(event)
@@ -98,14 +110,15 @@ class Run:
             outcome.append(
                 await run_tool_loop(
                     turn=turn,
-                    config=LoopConfig(tool_approval_timeout_ms=300_000),
-                    provider=ScriptProvider(deleting(*ids), completed("Done.")),
+                    config=CONFIG,
+                    provider=ScriptProvider(*scripts),
                     registry=registry(),
                     channel=RecordingChannel(),
                     control=control,
                     approvals=approvals,
                     observer=trace.observer,
                     on_event=shown,
+                    resume=resume,
                 )
             )
 
@@ -292,3 +305,49 @@ def test_the_histogram_names_the_tool_with_each_wait(capture: bool) -> None:
         "gen_ai.tool.name": "delete_message",
         "toolloop.approval.outcome": "approved",
     }
+
+
+def waiting_state() -> IterationState:
+    """The state of a turn waiting for approval of call c1, as a process that died kept it."""
+    states: list[IterationState] = []
+
+    async def until_asked() -> None:
+        approvals = MemoryApprovals()
+        with anyio.CancelScope() as process:
+            async with anyio.create_task_group() as group:
+                group.start_soon(
+                    lambda: run_tool_loop(
+                        turn=TURN,
+                        config=CONFIG,
+                        provider=ScriptProvider(deleting("c1")),
+                        registry=registry(),
+                        channel=RecordingChannel(),
+                        control=MemoryTurnControl(),
+                        approvals=approvals,
+                        observer=lambda before, event, out: states.append(out.state),
+                    )
+                )
+                await approvals.next_request()
+                process.cancel()
+
+    run_on("trio", until_asked)
+    return states[-1]
+
+
+def test_a_resumed_wait_is_asked_again_as_a_host_event_and_traced_like_any_other() -> None:
+    """A turn resumed from its persisted wait: the host sees the ask again, the new process's
+    trace has the call's span with the ask, the answer and the run, then its chat span."""
+    run = Run(approving(after=6), resume=waiting_state())
+    assert run.result.status is TurnStatus.COMPLETED
+    asked = [event for event in run.events if isinstance(event, ApprovalAsked)]
+    assert [(event.call_id, event.args) for event in asked] == [
+        ("c1", {"id": "m-c1", "token": "[redacted]"})
+    ]
+    (tool,) = run.tools()
+    assert [name for name, _ in run.approval_events(tool)] == [
+        "toolloop.approval.asked",
+        "toolloop.approval.answered",
+    ]
+    assert (tool.attributes or {})["toolloop.tool.outcome"] == "success"
+    assert run.waits() == [("approved", 6.0)]
+    assert [span.name for span in run.recorded.named("chat ")] == ["chat custom"]

@@ -37,8 +37,10 @@ from toolloop.engine.table import Move
 from toolloop.states import IterationState, Phase, TurnSettings, Verdict
 from toolloop.states.errors import InvalidOption
 
-TIMELINE_LIMIT = 500
-"""Entries a turn's timeline keeps (the newest)."""
+TIMELINE_LIMIT = 200
+"""Steps a turn's timeline keeps (the newest), each with the entries it made."""
+SEP = "\x1e"
+"""Between the entries of one step's timeline line (no tool name holds it: `_plain`)."""
 
 
 class TurnView:
@@ -69,16 +71,18 @@ class TurnView:
         self.status: str | None = None
         self.finished = False
         self.timeline: deque[str] = deque(maxlen=TIMELINE_LIMIT)
-        """ms since the first step, attempt, kind, text (a move's: source, dest, rule), by tabs."""
+        """A line per step: ms since the first step and attempt, then each entry (kind, text; a
+        move's also source, dest, rule) after a SEP, the fields by tabs."""
         self.version = 0
 
     def observer(self, state: IterationState, event: Event, out: Step) -> None:
         """A step: the phase moves; the call it ends, the move, the calls and notices it starts.
 
         Everything is read off the step (the event and its effects), so the loop builds
-        no host event for the inspector. An entry is one tab-separated string: a
-        string is no object the cyclic garbage collector tracks or counts, where a
-        tuple per entry made every collection of a busy process slower.
+        no host event for the inspector. A step is one string: a string is no object
+        the cyclic garbage collector tracks or counts (a tuple per entry made every
+        collection of a busy process slower), and one string a step formats its time
+        once and appends once.
         """
         now = self._now
         if now is None:
@@ -86,32 +90,34 @@ class TurnView:
             self._started = now()
         if isinstance(event, TurnStarted):
             self.attempt += 1
-        head = f"{round((now() - self._started) * 1000)}\t{self.attempt}"
-        add = self.timeline.append
+        ended = ""
         if isinstance(event, StreamEnded):
-            add(f"{head}\tprovider\tcall ended: {event.result.status.value}")
+            ended = f"{SEP}provider\tcall ended: {event.result.status.value}"
         elif isinstance(event, ToolSettled) and (pending := state.pending) is not None:
             outcome = "succeeded" if event.result.success else "failed"
             name = _plain(pending.batch[event.index].call.name if pending.batch else pending.name)
-            add(f"{head}\ttool\t{name} {outcome} in {event.duration_ms} ms")
+            ended = f"{SEP}tool\t{name} {outcome} in {event.duration_ms} ms"
         elif isinstance(event, ApprovalDecided) and (pending := state.pending) is not None:
             waited = pending.batch[event.index]
-            ended = approval_ended(self.attempt, state.iteration, waited, event, out)
-            add(f"{head}\tapproval\t{_plain(ended.name)} {_approval_outcome(ended)}")
+            decided = approval_ended(self.attempt, state.iteration, waited, event, out)
+            ended = f"{SEP}approval\t{_plain(decided.name)} {_approval_outcome(decided)}"
         after = out.state
         entry, phase = move_entry(state.phase, type(event), out.move, after.phase)
-        add(f"{head}{entry}")
+        line = f"{round((now() - self._started) * 1000)}\t{self.attempt}{ended}{entry}"
         for effect in out.effects:
+            if type(effect) not in SHOWN_EFFECTS:
+                continue
             if isinstance(effect, fx.StreamOnce):
-                add(f"{head}\tprovider\tcall started")
+                line += f"{SEP}provider\tcall started"
             elif isinstance(effect, STARTS):
-                add(f"{head}\ttool\t{_plain(effect.call.name)} started")
+                line += f"{SEP}tool\t{_plain(effect.call.name)} started"
             elif isinstance(effect, fx.AskApproval):
-                add(f"{head}\tapproval\t{_plain(effect.request.tool)} waits for approval")
+                line += f"{SEP}approval\t{_plain(effect.request.tool)} waits for approval"
             elif isinstance(effect, fx.SendNotice):
-                add(f"{head}\tnotice\t{effect.key.value}")
+                line += f"{SEP}notice\t{effect.key.value}"
             elif isinstance(effect, fx.Finish):
                 self.status = effect.result.status.value
+        self.timeline.append(line)
         self.phase, self.iteration = phase, after.iteration
         self.version += 1
 
@@ -131,16 +137,22 @@ class TurnView:
 
     def detail(self) -> dict[str, Any]:
         """The summary and the timeline, oldest first."""
-        return {**self.summary(), "timeline": [_entry(entry) for entry in list(self.timeline)]}
+        timeline = [entry for line in list(self.timeline) for entry in _entries(line)]
+        return {**self.summary(), "timeline": timeline}
 
 
-def _entry(line: str) -> dict[str, Any]:
-    """A timeline entry as the page reads it, from its tab-separated string."""
-    at, attempt, kind, text, *move = line.split("\t")
-    entry: dict[str, Any] = {"at_ms": int(at), "attempt": int(attempt), "kind": kind, "text": text}
-    if move:
-        entry["source"], entry["dest"], entry["rule"] = move
-    return entry
+def _entries(line: str) -> list[dict[str, Any]]:
+    """A step's timeline entries as the page reads them, from its line."""
+    head, *entries = line.split(SEP)
+    at, attempt = (int(field) for field in head.split("\t"))
+    read = []
+    for text in entries:
+        kind, said, *move = text.split("\t")
+        entry: dict[str, Any] = {"at_ms": at, "attempt": attempt, "kind": kind, "text": said}
+        if move:
+            entry["source"], entry["dest"], entry["rule"] = move
+        read.append(entry)
+    return read
 
 
 def _approval_outcome(ended: ApprovalEvent) -> str:
@@ -155,15 +167,18 @@ def _move_entry(
     source: Phase, event: type[Event], move: Move, dest: Phase, rule: str
 ) -> tuple[str, str]:
     """A move's timeline text (after its time and attempt), and the phase it leads to."""
-    return f"\tmove\t{move}\t{source.value}\t{dest.value}\t{rule}", dest.value
+    return f"{SEP}move\t{move}\t{source.value}\t{dest.value}\t{rule}", dest.value
 
 
 move_entry = MoveMemo(_move_entry)
 STARTS = (fx.DispatchTool, fx.StartTool)
+SHOWN_EFFECTS = frozenset({*STARTS, fx.StreamOnce, fx.AskApproval, fx.SendNotice, fx.Finish})
+"""The effects a timeline shows; a step's others are passed over with one lookup."""
 
 
 def _plain(name: str) -> str:
-    """A tool name as the model wrote it, with no tab or line break to split an entry."""
+    """A tool name as the model wrote it, with no tab, line break or SEP (all whitespace to
+    `str.split`) to split an entry."""
     return name if name.isidentifier() else " ".join(name.split())
 
 

@@ -82,6 +82,8 @@ COUNTED_MOVES = frozenset(
 FINISHED = Phase.FINISHED
 STARTS = (fx.DispatchTool, fx.StartTool)
 UNUSED_EVENTS = frozenset({StreamStarted, StreamFinished})
+TRACED_EFFECTS = frozenset({*STARTS, fx.StreamOnce, fx.AskApproval})
+"""The effects a trace reads; a step's others are passed over with one lookup."""
 STREAM_ENDED = {
     status: {
         sc.STREAM_STATUS: status.value,
@@ -247,6 +249,8 @@ class TurnTrace:
         if dest is FINISHED:
             self._telemetry.iterations.record(after.iteration + 1)  # iterations count from 0
         for effect in out.effects:
+            if type(effect) not in TRACED_EFFECTS:
+                continue
             if isinstance(effect, fx.StreamOnce):
                 self._start_chat(effect.iteration)
             elif isinstance(effect, STARTS):

@@ -8,7 +8,7 @@ This package is also the facade for whoever drives or inspects the core
 (a test, a durable workflow, a trace tool): `from toolloop.engine import
 step, IterationState, StreamEnded, Finish, replay`. The names below are
 re-exported from the modules of this folder, which stay importable as they
-are (`from toolloop.engine.step import compile_rows`). One catch: the
+are (`from toolloop.engine.table import TABLE`). One catch: the
 attribute `toolloop.engine.step` is the function `step`, as in
 `toolloop.step` was; the module is `sys.modules["toolloop.engine.step"]`.
 """

@@ -2,7 +2,7 @@
 
 Pure functions of the batch as `PendingCall.batch` holds it; the rows of
 `toolloop.engine.table` decide when they apply, and the actions of
-`toolloop.engine.loop` build the effects (`DispatchTool` for a call that runs
+`toolloop.engine.actions` build the effects (`DispatchTool` for a call that runs
 alone, `StartTool` and `AwaitTools` for calls that run beside each other).
 """
 

@@ -1,16 +1,16 @@
 """The guards: the facts of one event's `Context` that select the rows of the table.
 
-`toolloop.engine.table` names these as the guards of its rows; the rows of one
-(phase, event type) are tried in order and `step` takes the first whose guards
-hold. Every guard is a `Fact`: a boolean the `Context` computes once, when the
-event arrives, from the event and the state it arrives in (the refusal of a
-call, the outcome of a settled tool, a count against its cap); the compiled
-table reads it as an attribute. A fact that does not apply to the event (the
-error cap of a success, the exit policy of a failure) is False, and is not
-computed. Only `under_impersonation`, a setting of the turn that no event
-changes, is a function the table calls.
+A fact is a `bool` attribute of `Context`, declared there once with its
+docstring (`FACTS` lists them). The `Context` computes the facts once, when
+the event arrives, from the event and the state it arrives in (the refusal of
+a call, the outcome of a settled tool, a count against its cap); the rows of
+`toolloop.engine.table` name them as guards, checked against `FACTS` on
+import, and `step` takes the first row of the (phase, event type) whose
+guards hold. A count is made once, here (`Context.errors`,
+`Context.novelai_failures`): the facts compare it with its cap and the
+actions write it into the next state.
 
-Guards about an outcome (a failure, the error cap, a NovelAI failure) hold for
+Facts about an outcome (a failure, the error cap, a NovelAI failure) hold for
 both kinds of outcome: a call that stage 02 refused when the stream ended
 (`StreamEnded`) and a tool that settled (`ToolSettled`).
 """
@@ -60,13 +60,16 @@ class Refusal(enum.Enum):
 
 
 class Context:
-    """One event's facts, computed once when it arrives; the guards and actions read them.
+    """One event's facts, computed once when it arrives; the rows test them, the actions read them.
 
-    An event with facts of its own gets the subclass of its type (`CONTEXTS`);
-    its boolean facts are the guards, each under the guard's name.
+    An event with facts of its own gets the subclass of its type (`CONTEXTS`).
+    Every `bool` attribute declared below is a fact (`FACTS`): a row of
+    `toolloop.engine.table` names it as a guard, and `step` reads it. A fact
+    that does not apply to the event (the error cap of a success, the exit
+    policy of a failure) keeps its class default, False, and is not computed.
     """
 
-    # Defaults on the class: an event sets only the facts it has.
+    # Defaults on the class: an event sets only what it has.
     stop = StopRequest.NONE
     call: FunctionCall | None = None
     """The call of a well-formed `function_call` stream, or of the pending call."""
@@ -80,51 +83,92 @@ class Context:
     """The data of the successful tool that asked for the restart."""
     batch: tuple[BatchCall, ...] = ()
     """A batch of two or more calls as this event leaves it (SPEC 6b); empty for one call."""
-    novelai_text = False
-    """A NovelAI turn whose call came after visible text (SPEC 4, history steps 3 and 5)."""
     pre_tool_text = ""
     """The text of the stream that asked for the call."""
-    stream_completed = stream_failed = stream_empty = stream_stopped = False
-    stream_interrupted = call_malformed = stop_requested = call_refused = False
-    outcome_failed = tool_succeeded = restart_requested = end_turn_requested = False
-    novelai_failure_after_text = error_cap_reached = novelai_retries_exhausted = False
-    has_stash_key = exit_policy_ends = ceiling_reached = False
-    batch_goes_on = batch_restart_requested = decision_refused = False
+    errors = 0
+    """`consecutive_tool_errors` once this outcome's entries are counted (SPEC 4, history
+    step 1; a batch's in the model's order, 6b item 6): computed here, written by the actions."""
+    novelai_failures_kept = 0
+    """`nai_consecutive_tool_failures` once the entries are counted (a success resets it)."""
+    novelai_failures = 0
+    """... and once a NovelAI failure after visible text adds one, once per batch (history
+    step 3, 6b item 6): what the rows that count it write."""
+
+    # The facts.
+    stream_completed: bool = False
+    """The model finished its reply."""
+    stream_failed: bool = False
+    """The provider call ended in `error` or `timeout`."""
+    stream_empty: bool = False
+    """The model produced nothing at all."""
+    stream_stopped: bool = False
+    """A genuine stop ended the stream."""
+    stream_interrupted: bool = False
+    """A follow-up message interrupted the stream."""
+    call_malformed: bool = False
+    """The model asked for a tool without call data or with a blank name (SPEC 6.1)."""
+    stop_requested: bool = False
+    """A genuine stop was pending at the check this event carries (SPEC 6.2 and 6.7)."""
+    call_refused: bool = False
+    """Stage 02 refused the call without dispatching it (SPEC 6.4, 6.5): a failure in history."""
+    tool_succeeded: bool = False
+    """The tool ran and succeeded (every call of a batch did)."""
+    outcome_failed: bool = False
+    """The call's outcome is a failure kept in history: a refusal or a failed tool."""
+    restart_requested: bool = False
+    """A successful tool asked for an enhanced-context restart (SPEC 6a)."""
+    batch_restart_requested: bool = False
+    """A call of a finished batch of two or more asked for a restart (SPEC 6b item 7)."""
+    has_stash_key: bool = False
+    """The restart's enrichment item waits in the stash under a key."""
+    error_cap_reached: bool = False
+    """This outcome makes `MAX_CONSECUTIVE_TOOL_ERRORS` in a row (SPEC 4, history step 1)."""
+    under_impersonation: bool = False
+    """The turn of a counted outcome speaks as the user: the error loop raises instead."""
+    end_turn_requested: bool = False
+    """The tool asked to end the turn (honoured on a failure too, after the cap check)."""
+    novelai_text: bool = False
+    """A NovelAI turn whose call came after visible text (SPEC 4, history steps 3 and 5)."""
+    novelai_failure_after_text: bool = False
+    """A NovelAI call failed after visible pre-tool text (SPEC 4, history step 3)."""
+    novelai_retries_exhausted: bool = False
+    """This NovelAI failure reaches `NAI_TOOL_FAILURE_RETRY_THRESHOLD`."""
+    exit_policy_ends: bool = False
+    """The exit policy ends the turn after this success's pre-tool text (SPEC 7)."""
+    batch_goes_on: bool = False
+    """A call of a batch settled or was decided, and others still run or wait (SPEC 6b item 3)."""
+    decision_refused: bool = False
+    """A decision came for other arguments than the call's (its digest differs): refused (6c)."""
+    ceiling_reached: bool = False
+    """The iteration this event would start is `MAX_FUNCTION_CALL_ITERATIONS` (SPEC 4.4)."""
 
     def __init__(self, state: IterationState, event: Event) -> None:
         self.state, self.event = state, event
 
-    def _outcome(self, state: IterationState, failed: bool) -> None:
-        """The facts of a call's outcome, kept in history: a refusal or a settled tool.
+    def _outcome(self, state: IterationState, successes: list[bool]) -> None:
+        """The facts and counts of an outcome kept in history: one call's, or a whole batch's.
 
-        A failure's counts are compared with the caps this failure would reach
-        (SPEC 4, history steps 1 and 3).
-        """
-        text = self.pre_tool_text
-        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
-        if failed:
-            config = state.config
-            self.outcome_failed = True
-            errors = state.consecutive_tool_errors + 1
-            self.error_cap_reached = errors >= config.max_consecutive_tool_errors
-            if novelai:
-                self.novelai_failure_after_text = True
-                failures = state.nai_consecutive_tool_failures + 1
-                self.novelai_retries_exhausted = failures >= config.nai_tool_failure_retry_threshold
-        self.ceiling_reached = _next_reaches_ceiling(state)
-
-    def _batch_outcome(self, state: IterationState, successes: list[bool]) -> None:
-        """The facts of a whole batch's outcome: its entries counted in the model's order.
-
-        The error cap is reached when the count reaches it after any entry; a
-        NovelAI failure after visible text counts once per batch (SPEC 6b item 6).
+        Its entries count in the model's order: a success resets both counters,
+        a failure adds one error, and the cap is reached if the count reaches it
+        after any entry; then a NovelAI failure after visible text counts once
+        (SPEC 4, history steps 1 and 3; 6b item 6). Each count is made here,
+        once: the guards compare it with its cap, the actions write it.
         """
         config = state.config
-        errors, capped = state.consecutive_tool_errors, False
+        errors, novelai_failures = (
+            state.consecutive_tool_errors,
+            state.nai_consecutive_tool_failures,
+        )
+        capped = False
         for success in successes:
-            errors = 0 if success else errors + 1
-            capped = capped or errors >= config.max_consecutive_tool_errors
-        self.error_cap_reached = capped
+            if success:
+                errors = novelai_failures = 0
+            else:
+                errors += 1
+                capped = capped or errors >= config.max_consecutive_tool_errors
+        self.errors, self.error_cap_reached = errors, capped
+        self.novelai_failures_kept = novelai_failures
+        self.under_impersonation = state.turn.user_impersonation
         text = self.pre_tool_text
         self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
         if all(successes):
@@ -133,8 +177,9 @@ class Context:
             self.outcome_failed = True
             if novelai:
                 self.novelai_failure_after_text = True
-                failures = state.nai_consecutive_tool_failures + 1
-                self.novelai_retries_exhausted = failures >= config.nai_tool_failure_retry_threshold
+                self.novelai_failures = novelai_failures = novelai_failures + 1
+                threshold = config.nai_tool_failure_retry_threshold
+                self.novelai_retries_exhausted = novelai_failures >= threshold
         self.ceiling_reached = _next_reaches_ceiling(state)
 
     def _batch_done(self, state: IterationState, batch: tuple[BatchCall, ...]) -> None:
@@ -164,7 +209,13 @@ class Context:
                 self.restart, self.restart_data = kind, data
                 self.has_stash_key = restart.pending_context_key(data) is not None
                 break
-        self._batch_outcome(state, successes)
+        self._outcome(state, successes)
+
+
+FACTS: tuple[str, ...] = tuple(
+    name for name, kind in Context.__annotations__.items() if kind is bool
+)
+"""The facts a row may name as guards: every `bool` attribute of `Context`, declared once."""
 
 
 def _next_reaches_ceiling(state: IterationState) -> bool:
@@ -204,7 +255,7 @@ class StreamEndedContext(Context):
             self.refusal = Refusal.BLOCKED
         self.call_refused = refused = self.refusal is not None
         self.pre_tool_text = stream.accumulated_text
-        self._outcome(state, refused)
+        self._outcome(state, [not refused])
 
     def _batch(self, state: IterationState, event: StreamEnded, stream: StreamResult) -> None:
         """A batch's facts: malformed if any call is; refused if every call is (SPEC 6b 1-2)."""
@@ -238,7 +289,7 @@ class StreamEndedContext(Context):
         self.pre_tool_text = stream.accumulated_text
         if all(call.refusal is not None for call in calls):
             self.call_refused = True
-            self._batch_outcome(state, [False] * len(calls))
+            self._outcome(state, [False] * len(calls))
 
 
 class ToolSettledContext(Context):
@@ -269,7 +320,7 @@ class ToolSettledContext(Context):
                 self.has_stash_key = restart.pending_context_key(result.data) is not None
             provider, follow_up = state.turn.provider, event.requires_follow_up
             self.exit_policy_ends = should_end_after_pre_tool_text(provider, name, follow_up, text)
-        self._outcome(state, not result.success)
+        self._outcome(state, [result.success])
 
     def _batch(
         self, state: IterationState, event: ToolSettled, batch: tuple[BatchCall, ...]
@@ -360,94 +411,3 @@ CONTEXTS: dict[type[Event], Callable[..., Context]] = {
 def context(state: IterationState, event: Event) -> Context:
     """The context of `event` arriving in `state`, with the facts of its kind."""
     return CONTEXTS.get(type(event), Context)(state, event)
-
-
-class Fact:
-    """A guard that is one boolean fact of the context, of the same name.
-
-    The compiled table reads the attribute (`ctx.call_refused`) instead of calling
-    a function; calling the guard reads it too (for `transitions` and the tests).
-    """
-
-    def __init__(self, name: str, doc: str) -> None:
-        self.__name__ = name
-        self.__doc__ = doc
-
-    def __call__(self, ctx: Context) -> bool:
-        return bool(getattr(ctx, self.__name__))
-
-    def __repr__(self) -> str:
-        return f"Fact({self.__name__!r})"
-
-
-Guard = Callable[[Context], bool]
-
-stream_completed = Fact("stream_completed", "The model finished its reply.")
-stream_failed = Fact("stream_failed", "The provider call ended in `error` or `timeout`.")
-stream_empty = Fact("stream_empty", "The model produced nothing at all.")
-stream_stopped = Fact("stream_stopped", "A genuine stop ended the stream.")
-stream_interrupted = Fact("stream_interrupted", "A follow-up message interrupted the stream.")
-call_malformed = Fact(
-    "call_malformed",
-    "The model asked for a tool without call data or with a blank name (SPEC 6.1).",
-)
-stop_requested = Fact(
-    "stop_requested",
-    "A genuine stop was pending at the check this event carries (SPEC 6.2 and 6.7).",
-)
-call_refused = Fact(
-    "call_refused",
-    "Stage 02 refused the call without dispatching it (SPEC 6.4, 6.5): a failure in history.",
-)
-tool_succeeded = Fact("tool_succeeded", "The tool ran and succeeded.")
-restart_requested = Fact(
-    "restart_requested", "A successful tool asked for an enhanced-context restart (SPEC 6a)."
-)
-has_stash_key = Fact(
-    "has_stash_key", "The restart's enrichment item waits in the stash under a key."
-)
-outcome_failed = Fact(
-    "outcome_failed",
-    "The call's outcome is a failure kept in history: a refusal or a failed tool.",
-)
-error_cap_reached = Fact(
-    "error_cap_reached",
-    "This failure makes `MAX_CONSECUTIVE_TOOL_ERRORS` in a row (SPEC 4, history step 1).",
-)
-end_turn_requested = Fact(
-    "end_turn_requested",
-    "The tool asked to end the turn (honoured on a failure too, after the cap check).",
-)
-novelai_failure_after_text = Fact(
-    "novelai_failure_after_text",
-    "A NovelAI call failed after visible pre-tool text (SPEC 4, history step 3).",
-)
-novelai_retries_exhausted = Fact(
-    "novelai_retries_exhausted",
-    "This NovelAI failure reaches `NAI_TOOL_FAILURE_RETRY_THRESHOLD`.",
-)
-exit_policy_ends = Fact(
-    "exit_policy_ends",
-    "The exit policy ends the turn after this success's pre-tool text (SPEC 7).",
-)
-batch_goes_on = Fact(
-    "batch_goes_on",
-    "A call of a batch settled and others still run or wait to start (SPEC 6b item 3).",
-)
-batch_restart_requested = Fact(
-    "batch_restart_requested",
-    "A call of a finished batch of two or more asked for a restart (SPEC 6b item 7).",
-)
-decision_refused = Fact(
-    "decision_refused",
-    "A decision came for other arguments than the call's (its digest differs): refused (6c).",
-)
-ceiling_reached = Fact(
-    "ceiling_reached",
-    "The iteration this event would start is `MAX_FUNCTION_CALL_ITERATIONS` (SPEC 4.4).",
-)
-
-
-def under_impersonation(ctx: Context) -> bool:
-    """The turn speaks as the user: the tool error loop raises instead of a notice."""
-    return ctx.state.turn.user_impersonation

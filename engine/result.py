@@ -46,7 +46,7 @@ def build_result(
 def ended(effects: list[Effect], move: str) -> None:
     """Name the move that ends the attempt in its result (`ended_by`), when the row finishes it.
 
-    Called by the compiled rows whose destination is `finished` (`step.compile_rows`):
+    Called by `step` for a row whose destination is `finished` (`step.Group.take`):
     the row knows its move, the actions that built the result do not.
     """
     if effects and isinstance(last := effects[-1], Finish):

@@ -1,23 +1,23 @@
 """The transition function: `step(state, event) -> Step(state, effects, move)`.
 
 `step` runs the table (`toolloop.engine.table`, whose header is the theory of
-operation): it builds the event's `Context` once, takes the first row of the
-(phase, event type) whose guards hold, runs the row's actions on a draft of the
-next state and moves to the row's destination. A pair without rows raises
-`InvalidEvent` and leaves the state as it was.
+operation) as data, with plain loops: it builds the event's `Context` once,
+takes the first row of the (phase, event type) whose guards hold, runs the
+row's actions on a draft of the next state and moves to the row's
+destination. A pair without rows raises `InvalidEvent` and leaves the state
+as it was.
 
-Each (phase, event type)'s rows are compiled on import into one function that
-does exactly that, spelled out as a chain of `if`s, one comment per row naming
-its move and SPEC rule (a traceback shows these lines); the conformance tests
-run the same rows through `transitions` and check that both pick the same move.
+Which row holds depends only on the facts its group's rows name, so each
+group remembers the row it took for each combination of them (`Group.chosen`):
+a tool iteration reads its facts in one `attrgetter` call and finds its row
+in a dict, instead of testing the guards row by row.
 
 `step` is pure: it does no I/O, reads no clock and does not execute its
 effects (it is to the interpreter what XState's `transition()` is to a service).
 """
 
-import itertools
-import linecache
-from collections.abc import Callable, Sequence
+import operator
+from collections.abc import Callable, Hashable, Sequence
 
 import attrs
 
@@ -25,7 +25,7 @@ from toolloop.engine.commands import Effect
 from toolloop.engine.construct import constructor
 from toolloop.engine.draft import Draft
 from toolloop.engine.events import Event
-from toolloop.engine.guards import CONTEXTS, Context, Fact, Guard
+from toolloop.engine.guards import CONTEXTS, Context
 from toolloop.engine.result import ended
 from toolloop.engine.table import ROWS, Move, Row
 from toolloop.states import ContextState, IterationState, LoopConfig, Phase, TurnSettings
@@ -53,104 +53,67 @@ class Step:
     """The move the row taken reports (see `toolloop.engine.table`)."""
 
 
-Transition = Callable[[IterationState, Event], Step]
-
-
 def step(state: IterationState, event: Event) -> Step:
     """The next state and the effects to carry out, for `event` arriving in `state`."""
     phase = state.phase
-    for waiting, transition in _TRANSITIONS.get(type(event), ()):
+    for waiting, group in _GROUPS.get(type(event), ()):
         if waiting is phase:
-            return transition(state, event)
+            return group.take(state, event)
     raise InvalidEvent(phase, event)
 
 
-def compile_rows(rows: Sequence[Row]) -> tuple[Transition, str]:
-    """The rows of one (phase, event type) as one function, and its source.
+class Group:
+    """The rows of one (phase, event type), and the row each combination of facts selects."""
 
-    The function does what reading the rows says, spelled out as a chain of
-    `if`s, one per row in order, commented with the row's move and SPEC rule:
-    build the context, test each row's guards, run the first matching row's
-    actions on a draft, move to its destination. Consecutive rows whose `when`
-    starts with the same guard test it once, in one `if` around them (guards
-    are facts, so this selects the same row, with fewer reads: about 0.3 µs an
-    iteration). Compiled once on import, it spares every event an interpreter's
-    loops over rows, guards and actions; its source is registered with
-    `linecache`, so tracebacks and debuggers show it.
-    """
-    event = rows[0].event
-    names: dict[str, object] = {
-        "Context": CONTEXTS.get(event, Context),
-        "Draft": Draft,
-        "BrokenInvariant": BrokenInvariant,
-        "Step": constructor(Step),  # built on every event: see `construct`
-        "ended": ended,
-    }
-    lines = ["def transition(state, event):", "    ctx = Context(state, event)"]
-    lines += _select([(number, row, row.when) for number, row in enumerate(rows)], names, "    ")
-    lines.append(
-        "    raise BrokenInvariant(f'no row of the table takes {event!r} in {state.phase}')"
-    )
-    source = "\n".join(lines) + "\n"
-    filename = f"<table {rows[0].source.value} {event.__name__}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), names)
-    transition: Transition = names["transition"]  # type: ignore[assignment]
-    return transition, source
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self.rows = tuple(rows)
+        self.context: Callable[[IterationState, Event], Context] = CONTEXTS.get(
+            rows[0].event, Context
+        )
+        named = dict.fromkeys(fact for row in rows for fact in (*row.when, *row.unless))
+        self.facts: Callable[[Context], Hashable] = (
+            operator.attrgetter(*named) if named else _no_facts
+        )
+        self.chosen: dict[Hashable, Row] = {}
+        """The row taken for each combination of the facts, once it has been taken."""
 
+    def take(self, state: IterationState, event: Event) -> Step:
+        """The step of the first row whose guards hold for `event` arriving in `state`."""
+        ctx = self.context(state, event)
+        facts = self.facts(ctx)
+        row = self.chosen.get(facts)
+        if row is None:
+            row = self.chosen[facts] = self.select(ctx)
+        draft = Draft(state)
+        effects: list[Effect] = []
+        for action in row.actions:
+            action(ctx, draft, effects)
+        dest = row.dest
+        if dest is _FINISHED:
+            ended(effects, row.move)
+        draft.phase = dest
+        return _new_step(state=draft.commit(), effects=tuple(effects), move=row.move)
 
-Numbered = list[tuple[int, Row, tuple[Guard, ...]]]
-"""Rows with their number and the `when` guards not yet tested by an enclosing `if`."""
-
-
-def _select(rows: Numbered, names: dict[str, object], indent: str) -> list[str]:
-    """The `if`s of `rows`, in order; a run of rows whose next guard is one guard tests it once."""
-    lines: list[str] = []
-    for first, grouped in itertools.groupby(rows, key=lambda numbered: numbered[2][:1]):
-        run = list(grouped)
-        if first and len(run) > 1:
-            lines.append(f"{indent}if {_test(names, first[0])}:")
-            inner = [(number, row, when[1:]) for number, row, when in run]
-            lines += _select(inner, names, indent + "    ")
-        else:
-            lines += [line for numbered in run for line in _row(*numbered, names, indent)]
-    return lines
+    def select(self, ctx: Context) -> Row:
+        """The first row whose `when` facts all hold and whose `unless` facts do not."""
+        for row in self.rows:
+            if all(getattr(ctx, fact) for fact in row.when) and not any(
+                getattr(ctx, fact) for fact in row.unless
+            ):
+                return row
+        state, event = ctx.state, ctx.event
+        raise BrokenInvariant(f"no row of the table takes {event!r} in {state.phase}")
 
 
-def _row(
-    number: int, row: Row, when: tuple[Guard, ...], names: dict[str, object], indent: str
-) -> list[str]:
-    tests = [_test(names, guard) for guard in when]
-    tests += [f"not {_test(names, guard)}" for guard in row.unless]
-    names[f"dest_{number}"], names[f"move_{number}"] = row.dest, row.move
-    body = indent + "    "
-    return [
-        f"{indent}if {' and '.join(tests) or 'True'}:  # {row.move} (SPEC {row.rule})",
-        f"{body}draft, effects = Draft(state), []",
-        *(f"{body}{_name(names, action)}(ctx, draft, effects)" for action in row.actions),
-        *([f"{body}ended(effects, move_{number})"] if row.dest is Phase.FINISHED else []),
-        f"{body}draft.phase = dest_{number}",
-        f"{body}return Step(state=draft.commit(), effects=tuple(effects), move=move_{number})",
-    ]
+def _no_facts(ctx: Context) -> None:
+    """The facts of a group whose rows test none: one combination, one row."""
 
 
-def _test(names: dict[str, object], guard: Guard) -> str:
-    """A guard in the generated code: a `Fact` is read, any other guard called."""
-    if isinstance(guard, Fact):
-        return f"ctx.{guard.__name__}"
-    return f"{_name(names, guard)}(ctx)"
+_FINISHED = Phase.FINISHED
+_new_step = constructor(Step)  # built on every event: see `construct`
 
-
-def _name(names: dict[str, object], function: Callable[..., object]) -> str:
-    """`function`'s name in the generated code (its own name, prefixed by its module's)."""
-    name = f"{function.__module__.rsplit('.', 1)[-1]}_{function.__name__}"
-    names[name] = function
-    return name
-
-
-_TRANSITIONS = {
-    event: tuple((phase, compile_rows(rows)[0]) for phase, rows in pairs)
-    for event, pairs in ROWS.items()
+_GROUPS = {
+    event: tuple((phase, Group(rows)) for phase, rows in pairs) for event, pairs in ROWS.items()
 }
 
 

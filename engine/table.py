@@ -1,4 +1,4 @@
-"""The table: every move of the tool loop, as rows that `step` executes.
+"""The table: every move of the tool loop, one row a line; `step` runs it.
 
 Theory of operation
 -------------------
@@ -6,59 +6,63 @@ Theory of operation
 The loop is in one `Phase` at a time and each phase waits for exactly one
 kind of event, the answer to the awaited effect that ended the previous step:
 
-    IDLE          --TurnStarted-->  STREAMING
-    STREAMING     --StreamEnded-->  DISPATCHING | STREAMING | FINISHED
-    DISPATCHING   --ToolSettled-->  DISPATCHING | STREAMING | TAKING_STASH | FINISHED
+    IDLE          --TurnStarted-->      STREAMING
+    STREAMING     --StreamEnded-->      DISPATCHING | STREAMING | FINISHED
+    DISPATCHING   --ToolSettled-->      DISPATCHING | STREAMING | TAKING_STASH | FINISHED
     DISPATCHING   --ApprovalDecided-->  (the same)
-    TAKING_STASH  --StashTaken-->   STREAMING | FINISHED
+    TAKING_STASH  --StashTaken-->       STREAMING | FINISHED
 
-A row is (source phase, event type, guards, actions, destination, move, SPEC
-rule). For an event, `step` builds the event's `Context` once (the facts the
-guards share: the refusal of a call, the outcome of a settled tool), takes the
-first row of its (phase, event type) whose guards all hold (`when`) and none
-of whose `unless` guards holds, runs its actions in order on a draft of the
-next state, and moves to the row's destination under the row's move label.
-Nothing else decides: every choice is a row, and every row names the SPEC rule
-it implements (`4.3h2` is step 2 of the history branch of SPEC 4, item 3), so
-`grep -n 6.4 engine/*.py` finds the row of SPEC 6.4, the fact its guard reads
-(`guards.Refusal.TRUNCATED`) and the action that builds its history entry.
+The rows are grouped by (phase, event type). For an event, `step` builds the
+event's `Context` once (`toolloop.engine.guards`: the facts the guards read,
+the counts the actions write), takes the first row of its group whose guards
+all hold, runs the row's actions in order on a draft of the next state, and
+moves to the row's destination, reporting the row's move. Nothing else
+decides: every choice is a row. A pair without rows raises `InvalidEvent`.
 
-Rule 1: everything that decides where the loop goes lives here. The actions
-(`toolloop.engine.loop`) only build the next state and the effects; the guards
-(`toolloop.engine.guards`) only read the context. The declared machine, its
-diagrams, the model-based paths and the move coverage (`toolloop.specs`) are
-all derived from `TABLE`; none keeps a copy.
+A row's columns:
 
-A move label may name several rows of one phase when they share the event and
-the destination: the ceiling (SPEC 4.4) ends the loop after whichever outcome
-would have started the next iteration, and each such outcome keeps its own
-state changes first, so each is its own row, all reported as `ceiling_reached`.
+* name: unique; `move` or `move:case` when several rows report one move
+  (`toolloop.specs.paths.WITNESSES` is keyed by it). The move (`Move`) is
+  what `Step.move` and traces report; rows sharing it from one phase share
+  the event and the destination, so a trace's move names one diagram edge.
+* guards: facts of the `Context` (`guards.FACTS`), all of which must hold;
+  `!fact`: a fact that must not.
+* actions: functions of `toolloop.engine.actions`, run in order; an upper-case
+  name is a sequence of them (`SEQUENCES`). Guards and actions are names,
+  checked on import (`BadRow`).
+* destination, and the SPEC rule the row implements (`4.3h2` is step 2 of the
+  history branch of SPEC 4 item 3), so `grep -n 6.4 engine/*.py` finds the
+  row of SPEC 6.4, the fact it reads and the action that keeps its entry.
 
-A stream with several calls is one batch (SPEC 6b) and takes the same rows as
-one call: its facts are the batch's (malformed if any call is, refused if every
-call is; once its last call settles, its entries counted in the model's
-order). While the batch runs, DISPATCHING waits for each call's `ToolSettled`:
-`call_settled` keeps the result and starts the calls the parallel limit and
-exclusivity now allow (`DispatchTool` for a call running alone, `StartTool`
-and `AwaitTools` for calls running together); the last call's settle takes the
-rows of one settled tool. A stop is checked once, after the batch: a settle
-that sees one starts nothing more and waits for the calls still running (a
-kill has ended them, and a call ended so is not reported), and the settle
-that leaves none running aborts. A restart asked for by a call of the batch
-takes effect after the batch's other exits (6b item 7), in rows of its own.
+The declared machine, its diagrams, the model-based paths and the move
+coverage (`toolloop.specs`) are derived from `TABLE`; none keeps a copy.
 
-A call that needs a person's approval (SPEC 6c) waits in DISPATCHING as a call
-of its batch (a single one is a batch of one): `AskApproval` asks the host, and
-each `ApprovalDecided` answers one request. An approval lets the call start as
-the batch's limits allow; a denial or an unanswered request makes it a refused
-call of the batch; a decision for other arguments is refused and asked again;
-a kill withdraws each request as its wait ends. A decision that leaves every
-call done takes the rows of a settled batch, generated from them (`_decided`).
+Read with the rows:
 
-Not in the table: a `ceiling_reached` from IDLE. The ceiling is checked when
-each later iteration would begin; the smallest configurable ceiling (SPEC 2)
-is one iteration, so the first always starts. Every (phase, event) pair
-without rows raises `InvalidEvent` and leaves the state as it was.
+* The ceiling (SPEC 4.4) ends the loop after whichever outcome would have
+  started the next iteration; each such outcome keeps its own state changes
+  first, so each is its own `ceiling_reached:` row. It is not checked from
+  IDLE: the smallest configurable ceiling (SPEC 2) is one iteration.
+* A stream with several calls is one batch (SPEC 6b) and takes the rows of one
+  call: its facts are the batch's (malformed if any call is, refused if every
+  call is; once its last call settles, its entries counted in the model's
+  order). While it runs, DISPATCHING waits for each call's `ToolSettled`
+  (`call_settled`: keep the result, start what the parallel limit and
+  exclusivity allow); the last call's settle takes the rows of one settled
+  tool. A stop is checked once, after the batch: a settle that sees one
+  starts nothing more and waits for the calls still running. A restart asked
+  for by a call of the batch takes effect after the batch's other exits
+  (6b item 7, the `:batch` rows).
+* A call that needs a person's approval (SPEC 6c) waits in DISPATCHING as a
+  call of its batch: each `ApprovalDecided` answers one request. A denial (or
+  a request nobody answered) that leaves every call done takes the exits of a
+  settled batch with a failure, the `denied_` rows, the denial reported in
+  place of the tool's completion (`DENIED` for `KEPT`).
+* One choice is made by data, not by a row: a refused call is reported and
+  kept by its `guards.Refusal` (truncated: an error log and the request to
+  reissue the call whole; blocked: a warning and the tools it may use; denied:
+  the person's reason), through `actions._REFUSAL_REPORTS` and
+  `actions._keep_refused`. The rows are the same for each refusal.
 """
 
 import enum
@@ -66,8 +70,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from toolloop.engine import guards as g
-from toolloop.engine import loop as do
+from toolloop.engine import actions as do
+from toolloop.engine.actions import Action
 from toolloop.engine.events import (
     ApprovalDecided,
     Event,
@@ -76,9 +80,9 @@ from toolloop.engine.events import (
     ToolSettled,
     TurnStarted,
 )
-from toolloop.engine.guards import Guard
-from toolloop.engine.loop import Action
+from toolloop.engine.guards import FACTS
 from toolloop.states import Phase
+from toolloop.states.errors import ToolloopError
 
 IDLE, STREAMING, DISPATCHING, TAKING_STASH, FINISHED = (
     Phase.IDLE,
@@ -138,16 +142,105 @@ class Move(enum.StrEnum):
     DENIED_TOOL_FAILED = "denied_tool_failed"
 
 
+SEQUENCES = {
+    "RECORDED": "record_stream",  # what every StreamEnded row does first
+    "CALLED": "RECORDED mark_chain_active",
+    "REFUSED": "CALLED clear_follow_up keep_refusal",
+    "SETTLED": "clear_follow_up report_settled",
+    "KEPT": "SETTLED keep_result",
+    "DENIED": "clear_follow_up report_decision keep_result",
+    "NEXT": "advance begin_iteration",  # a row that does not finish: the next iteration ...
+    "CEILING": "advance finish_timeout",  # ... or the ceiling
+    "NOVELAI_FAILED": "count_novelai_failure suppress_text",
+}
+"""Sequences of actions many rows run, by the name the rows use."""
+
+S, D, T, F = STREAMING, DISPATCHING, TAKING_STASH, FINISHED
+# fmt: off
+_ROWS: dict[tuple[Phase, type[Event]], tuple[tuple[str, str, str, Phase, str], ...]] = {
+    # name                                   guards                                              actions                                         destination  SPEC rule
+    (IDLE, TurnStarted): (
+        ("started",                              "",                                                 "begin_iteration",                                S, "4.1"),
+    ),
+    (STREAMING, StreamEnded): (  # by the stream's status (SPEC 4.3) ...
+        ("completed",                            "stream_completed",                                 "RECORDED reset_follow_ups finish_with_sticker",  F, "4.3"),
+        ("stream_failed",                        "stream_failed",                                    "RECORDED reset_follow_ups finish_stream_failed", F, "4.3"),
+        ("empty_response",                       "stream_empty",                                     "RECORDED finish_empty",                          F, "4.3"),
+        ("stopped_by_user",                      "stream_stopped",                                   "RECORDED answer_stop reset_follow_ups finish_stopped", F, "4.3"),
+        ("follow_up_interrupt",                  "stream_interrupted",                               "RECORDED finish_interrupted",                    F, "4.3"),
+        # ... and a function_call stream's call through stage 02 (SPEC 6)
+        ("call_malformed",                       "call_malformed",                                   "CALLED finish_malformed",                        F, "6.1"),
+        ("stopped_before_tool",                  "stop_requested",                                   "CALLED abort_stopped",                           F, "6.2"),
+        ("impersonation_aborted:refused",        "call_refused error_cap_reached under_impersonation", "REFUSED raise_impersonation",                  F, "4.3h1"),
+        ("tool_error_loop:refused",              "call_refused error_cap_reached",                   "REFUSED finish_error_loop",                      F, "4.3h1"),
+        ("novelai_retries_exhausted:refused",    "call_refused novelai_retries_exhausted",           "REFUSED count_novelai_failure finish_novelai_exhausted", F, "4.3h3"),
+        ("ceiling_reached:refused_novelai",      "call_refused ceiling_reached novelai_failure_after_text", "REFUSED NOVELAI_FAILED CEILING",           F, "4.4"),
+        ("ceiling_reached:refused",              "call_refused ceiling_reached",                     "REFUSED CEILING",                                F, "4.4"),
+        ("novelai_retry:refused",                "call_refused novelai_failure_after_text",          "REFUSED NOVELAI_FAILED NEXT",                    S, "4.3h3"),
+        ("tool_failed:refused",                  "call_refused",                                     "REFUSED NEXT",                                   S, "6.4 6.5"),
+        ("dispatched",                           "",                                                 "CALLED clear_follow_up dispatch",                D, "6.6 6b.3"),
+    ),
+    (DISPATCHING, ToolSettled): (  # by the tool's outcome (SPEC 6.7-6.16, then 4.3's history)
+        ("call_settled:after_stop",              "batch_goes_on stop_requested",                     "settle_in_batch",                                D, "6b.4"),
+        ("call_settled",                         "batch_goes_on",                                    "SETTLED settle_in_batch",                        D, "6b.3 6b.5"),
+        ("stopped_during_tool",                  "stop_requested",                                   "abort_stopped",                                  F, "6.7 6b.4"),
+        ("restart_takes_stash",                  "restart_requested has_stash_key",                  "SETTLED take_stash",                             T, "6a"),
+        ("impersonation_aborted",                "error_cap_reached under_impersonation",            "KEPT raise_impersonation",                       F, "4.3h1"),
+        ("tool_error_loop",                      "error_cap_reached",                                "KEPT finish_error_loop",                         F, "4.3h1"),
+        ("end_turn",                             "end_turn_requested !restart_requested",            "KEPT finish_with_sticker",                       F, "4.3h2"),
+        ("novelai_retries_exhausted",            "novelai_retries_exhausted",                        "KEPT count_novelai_failure finish_novelai_exhausted", F, "4.3h3"),
+        ("exit_policy_ended",                    "exit_policy_ends !restart_requested",              "KEPT finish_with_sticker",                       F, "4.3h4 7"),
+        ("restart_takes_stash:batch",            "batch_restart_requested has_stash_key",            "KEPT take_stash",                                T, "6b.7"),
+        ("ceiling_reached:restart",              "ceiling_reached restart_requested",                "SETTLED restart_context CEILING",                F, "4.4"),
+        ("ceiling_reached:novelai_failure",      "ceiling_reached novelai_failure_after_text",       "KEPT NOVELAI_FAILED CEILING",                    F, "4.4"),
+        ("ceiling_reached:failure",              "ceiling_reached outcome_failed",                   "KEPT CEILING",                                   F, "4.4"),
+        ("ceiling_reached:success",              "ceiling_reached",                                  "KEPT unsuppress_after_novelai_text CEILING",     F, "4.4"),
+        ("restarted",                            "restart_requested",                                "SETTLED restart_context NEXT",                   S, "6a"),
+        ("restarted:batch",                      "batch_restart_requested",                          "KEPT restart_context NEXT",                      S, "6b.7"),
+        ("novelai_retry",                        "novelai_failure_after_text",                       "KEPT NOVELAI_FAILED NEXT",                       S, "4.3h3"),
+        ("tool_failed",                          "outcome_failed",                                   "KEPT NEXT",                                      S, "4.3h6"),
+        ("tool_succeeded",                       "tool_succeeded",                                   "KEPT unsuppress_after_novelai_text NEXT",        S, "4.3h5 4.3h6"),
+    ),
+    (TAKING_STASH, StashTaken): (
+        ("ceiling_reached:stash",                "ceiling_reached",                                  "join_stash CEILING",                             F, "4.4"),
+        ("restarted_with_stash",                 "",                                                 "join_stash NEXT",                                S, "6a"),
+    ),
+    (DISPATCHING, ApprovalDecided): (  # by the decision (SPEC 6c), then as a batch with a failure
+        ("withdrawn",                            "stop_requested batch_goes_on",                     "withdraw_request await_batch",                   D, "6c 6b.4"),
+        ("stopped_while_waiting",                "stop_requested",                                   "withdraw_request abort_stopped",                 F, "6c"),
+        ("decision_refused",                     "decision_refused",                                 "clear_follow_up refuse_decision",                D, "6c"),
+        ("decided",                              "batch_goes_on",                                    "clear_follow_up report_decision resume_batch",   D, "6c"),
+        ("denied_impersonation_aborted",         "error_cap_reached under_impersonation",            "DENIED raise_impersonation",                     F, "4.3h1"),
+        ("denied_tool_error_loop",               "error_cap_reached",                                "DENIED finish_error_loop",                       F, "4.3h1"),
+        ("denied_end_turn",                      "end_turn_requested !restart_requested",            "DENIED finish_with_sticker",                     F, "4.3h2"),
+        ("denied_novelai_retries_exhausted",     "novelai_retries_exhausted",                        "DENIED count_novelai_failure finish_novelai_exhausted", F, "4.3h3"),
+        ("denied_restart_takes_stash",           "batch_restart_requested has_stash_key",            "DENIED take_stash",                              T, "6b.7"),
+        ("denied_ceiling_reached:novelai_failure", "ceiling_reached novelai_failure_after_text",     "DENIED NOVELAI_FAILED CEILING",                  F, "4.4"),
+        ("denied_ceiling_reached:failure",       "ceiling_reached outcome_failed",                   "DENIED CEILING",                                 F, "4.4"),
+        ("denied_restarted",                     "batch_restart_requested",                          "DENIED restart_context NEXT",                    S, "6b.7"),
+        ("denied_novelai_retry",                 "novelai_failure_after_text",                       "DENIED NOVELAI_FAILED NEXT",                     S, "4.3h3"),
+        ("denied_tool_failed",                   "outcome_failed",                                   "DENIED NEXT",                                    S, "4.3h6"),
+    ),
+}
+# fmt: on
+
+
+class BadRow(ToolloopError, ValueError):
+    """A row of the table names a guard, an action or a move that does not exist."""
+
+
 @attrs.frozen(kw_only=True)
 class Row:
     """One row of the table: when `event` arrives in `source` and the guards hold."""
 
+    name: str
+    """Unique in the table: the move, and after a colon its case when the move has several."""
     source: Phase
     event: type[Event]
-    when: tuple[Guard, ...] = ()
-    """Guards that must all hold."""
-    unless: tuple[Guard, ...] = ()
-    """Guards of which none may hold."""
+    when: tuple[str, ...] = ()
+    """Facts that must all hold."""
+    unless: tuple[str, ...] = ()
+    """Facts of which none may hold."""
     actions: tuple[Action, ...]
     """What the move does, in order: each writes the draft and appends effects."""
     dest: Phase
@@ -156,452 +249,66 @@ class Row:
     """The SPEC rule the row implements, e.g. "6.4"."""
 
 
-def _row(
-    source: Phase,
-    event: type[Event],
-    move: Move,
-    when: tuple[Guard, ...],
-    actions: tuple[Action, ...],
-    dest: Phase,
-    rule: str,
-    unless: tuple[Guard, ...] = (),
+def _actions(names: str, row: str) -> tuple[Action, ...]:
+    """The actions `names` stands for, sequences expanded, or `BadRow` naming `row`."""
+    found: list[Action] = []
+    for name in names.split():
+        if name in SEQUENCES:
+            found += _actions(SEQUENCES[name], row)
+            continue
+        action = getattr(do, name, None) if not name.startswith("_") else None
+        if not callable(action) or getattr(action, "__module__", None) != do.__name__:
+            raise BadRow(f"row {row!r}: {name!r} is no action of {do.__name__}")
+        found.append(action)
+    return tuple(found)
+
+
+def row(
+    source: Phase, event: type[Event], name: str, guards: str, actions: str, dest: Phase, rule: str
 ) -> Row:
+    """The row written as one line of `_ROWS`, its names checked, or `BadRow`."""
+    unknown = [guard for guard in guards.replace("!", "").split() if guard not in FACTS]
+    if unknown:
+        raise BadRow(f"row {name!r}: {', '.join(map(repr, unknown))} is no fact of guards.Context")
+    move = name.partition(":")[0]
+    if move not in Move.__members__.values():
+        raise BadRow(f"row {name!r}: {move!r} is no member of Move")
     return Row(
+        name=name,
         source=source,
         event=event,
-        move=move,
-        when=when,
-        unless=unless,
-        actions=actions,
+        when=tuple(guard for guard in guards.split() if not guard.startswith("!")),
+        unless=tuple(guard[1:] for guard in guards.split() if guard.startswith("!")),
+        actions=_actions(actions, name),
         dest=dest,
+        move=Move(move),
         rule=rule,
     )
 
 
-# What every row of an event does first.
-RECORDED = (do.record_stream,)
-CALLED = (*RECORDED, do.mark_chain_active)
-REFUSED = (*CALLED, do.clear_follow_up, do.keep_refusal)
-SETTLED = (do.clear_follow_up, do.report_settled)
-KEPT = (*SETTLED, do.keep_result)
-# How a row that does not finish goes on: the next iteration, or the ceiling.
-NEXT = (do.advance, do.begin_iteration)
-CEILING = (do.advance, do.finish_timeout)
-NOVELAI_FAILED = (do.count_novelai_failure, do.suppress_text)
-
-M, S, T = Move, StreamEnded, ToolSettled
-
-_MOVES: tuple[Row, ...] = (
-    # IDLE --TurnStarted-->
-    _row(IDLE, TurnStarted, M.STARTED, (), (do.begin_iteration,), STREAMING, "4.1"),
-    # STREAMING --StreamEnded--> by the stream's status (SPEC 4.3) ...
-    _row(
-        STREAMING,
-        S,
-        M.COMPLETED,
-        (g.stream_completed,),
-        (*RECORDED, do.reset_follow_ups, do.finish_with_sticker),
-        FINISHED,
-        "4.3",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.STREAM_FAILED,
-        (g.stream_failed,),
-        (*RECORDED, do.reset_follow_ups, do.finish_stream_failed),
-        FINISHED,
-        "4.3",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.EMPTY_RESPONSE,
-        (g.stream_empty,),
-        (*RECORDED, do.finish_empty),
-        FINISHED,
-        "4.3",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.STOPPED_BY_USER,
-        (g.stream_stopped,),
-        (*RECORDED, do.answer_stop, do.reset_follow_ups, do.finish_stopped),
-        FINISHED,
-        "4.3",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.FOLLOW_UP_INTERRUPT,
-        (g.stream_interrupted,),
-        (*RECORDED, do.finish_interrupted),
-        FINISHED,
-        "4.3",
-    ),
-    # ... and a function_call stream's call through stage 02 (SPEC 6)
-    _row(
-        STREAMING,
-        S,
-        M.CALL_MALFORMED,
-        (g.call_malformed,),
-        (*CALLED, do.finish_malformed),
-        FINISHED,
-        "6.1",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.STOPPED_BEFORE_TOOL,
-        (g.stop_requested,),
-        (*CALLED, do.abort_stopped),
-        FINISHED,
-        "6.2",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.IMPERSONATION_ABORTED,
-        (g.call_refused, g.error_cap_reached, g.under_impersonation),
-        (*REFUSED, do.raise_impersonation),
-        FINISHED,
-        "4.3h1",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.TOOL_ERROR_LOOP,
-        (g.call_refused, g.error_cap_reached),
-        (*REFUSED, do.finish_error_loop),
-        FINISHED,
-        "4.3h1",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.NOVELAI_RETRIES_EXHAUSTED,
-        (g.call_refused, g.novelai_retries_exhausted),
-        (*REFUSED, do.count_novelai_failure, do.finish_novelai_exhausted),
-        FINISHED,
-        "4.3h3",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.CEILING_REACHED,
-        (g.call_refused, g.ceiling_reached, g.novelai_failure_after_text),
-        (*REFUSED, *NOVELAI_FAILED, *CEILING),
-        FINISHED,
-        "4.4",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.CEILING_REACHED,
-        (g.call_refused, g.ceiling_reached),
-        (*REFUSED, *CEILING),
-        FINISHED,
-        "4.4",
-    ),
-    _row(
-        STREAMING,
-        S,
-        M.NOVELAI_RETRY,
-        (g.call_refused, g.novelai_failure_after_text),
-        (*REFUSED, *NOVELAI_FAILED, *NEXT),
-        STREAMING,
-        "4.3h3",
-    ),
-    _row(STREAMING, S, M.TOOL_FAILED, (g.call_refused,), (*REFUSED, *NEXT), STREAMING, "6.4 6.5"),
-    _row(
-        STREAMING,
-        S,
-        M.DISPATCHED,
-        (),
-        (*CALLED, do.clear_follow_up, do.dispatch),
-        DISPATCHING,
-        "6.6 6b.3",
-    ),
-    # DISPATCHING --ToolSettled--> by the tool's outcome (SPEC 6.7-6.16, then 4.3's history)
-    _row(
-        DISPATCHING,
-        T,
-        M.CALL_SETTLED,
-        (g.batch_goes_on, g.stop_requested),
-        (do.settle_in_batch,),
-        DISPATCHING,
-        "6b.4",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.CALL_SETTLED,
-        (g.batch_goes_on,),
-        (*SETTLED, do.settle_in_batch),
-        DISPATCHING,
-        "6b.3 6b.5",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.STOPPED_DURING_TOOL,
-        (g.stop_requested,),
-        (do.abort_stopped,),
-        FINISHED,
-        "6.7 6b.4",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.RESTART_TAKES_STASH,
-        (g.restart_requested, g.has_stash_key),
-        (*SETTLED, do.take_stash),
-        TAKING_STASH,
-        "6a",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.IMPERSONATION_ABORTED,
-        (g.error_cap_reached, g.under_impersonation),
-        (*KEPT, do.raise_impersonation),
-        FINISHED,
-        "4.3h1",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.TOOL_ERROR_LOOP,
-        (g.error_cap_reached,),
-        (*KEPT, do.finish_error_loop),
-        FINISHED,
-        "4.3h1",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.END_TURN,
-        (g.end_turn_requested,),
-        (*KEPT, do.finish_with_sticker),
-        FINISHED,
-        "4.3h2",
-        unless=(g.restart_requested,),
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.NOVELAI_RETRIES_EXHAUSTED,
-        (g.novelai_retries_exhausted,),
-        (*KEPT, do.count_novelai_failure, do.finish_novelai_exhausted),
-        FINISHED,
-        "4.3h3",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.EXIT_POLICY_ENDED,
-        (g.exit_policy_ends,),
-        (*KEPT, do.finish_with_sticker),
-        FINISHED,
-        "4.3h4 7",
-        unless=(g.restart_requested,),
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.RESTART_TAKES_STASH,
-        (g.batch_restart_requested, g.has_stash_key),
-        (*KEPT, do.take_stash),
-        TAKING_STASH,
-        "6b.7",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.CEILING_REACHED,
-        (g.ceiling_reached, g.restart_requested),
-        (*SETTLED, do.restart_context, *CEILING),
-        FINISHED,
-        "4.4",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.CEILING_REACHED,
-        (g.ceiling_reached, g.novelai_failure_after_text),
-        (*KEPT, *NOVELAI_FAILED, *CEILING),
-        FINISHED,
-        "4.4",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.CEILING_REACHED,
-        (g.ceiling_reached, g.outcome_failed),
-        (*KEPT, *CEILING),
-        FINISHED,
-        "4.4",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.CEILING_REACHED,
-        (g.ceiling_reached,),
-        (*KEPT, do.unsuppress_after_novelai_text, *CEILING),
-        FINISHED,
-        "4.4",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.RESTARTED,
-        (g.restart_requested,),
-        (*SETTLED, do.restart_context, *NEXT),
-        STREAMING,
-        "6a",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.RESTARTED,
-        (g.batch_restart_requested,),
-        (*KEPT, do.restart_context, *NEXT),
-        STREAMING,
-        "6b.7",
-    ),
-    _row(
-        DISPATCHING,
-        T,
-        M.NOVELAI_RETRY,
-        (g.novelai_failure_after_text,),
-        (*KEPT, *NOVELAI_FAILED, *NEXT),
-        STREAMING,
-        "4.3h3",
-    ),
-    _row(DISPATCHING, T, M.TOOL_FAILED, (g.outcome_failed,), (*KEPT, *NEXT), STREAMING, "4.3h6"),
-    _row(
-        DISPATCHING,
-        T,
-        M.TOOL_SUCCEEDED,
-        (g.tool_succeeded,),
-        (*KEPT, do.unsuppress_after_novelai_text, *NEXT),
-        STREAMING,
-        "4.3h5 4.3h6",
-    ),
-    # TAKING_STASH --StashTaken-->
-    _row(
-        TAKING_STASH,
-        StashTaken,
-        M.CEILING_REACHED,
-        (g.ceiling_reached,),
-        (do.join_stash, *CEILING),
-        FINISHED,
-        "4.4",
-    ),
-    _row(
-        TAKING_STASH,
-        StashTaken,
-        M.RESTARTED_WITH_STASH,
-        (),
-        (do.join_stash, *NEXT),
-        STREAMING,
-        "6a",
-    ),
-)
-
-
-def _decided(rows: tuple[Row, ...]) -> tuple[Row, ...]:
-    """The rows of a batch finished by a denial: a settled batch's, the denial reported.
-
-    A denial (or a request nobody answered) can make the last call of a batch
-    done; the batch then takes the exits a settled batch with a failure takes
-    (SPEC 6c: it counts toward the error cap), each under its own label, the
-    denial reported in place of the tool's completion. The exits a failure
-    cannot take (all succeeded, a single call's restart) are left out.
-    """
-    return tuple(
-        attrs.evolve(
-            row,
-            event=ApprovalDecided,
-            move=_DENIED[row.move],
-            actions=tuple(
-                do.report_decision if action is do.report_settled else action
-                for action in row.actions
-            ),
-        )
-        for row in rows
-        if row.source is DISPATCHING
-        and row.event is ToolSettled
-        and row.move in _DENIED
-        and not {g.batch_goes_on, g.stop_requested, g.restart_requested} & set(row.when)
-        and do.unsuppress_after_novelai_text not in row.actions  # the exits of a success
+def rows_of(
+    grouped: Mapping[tuple[Phase, type[Event]], tuple[tuple[str, str, str, Phase, str], ...]],
+) -> tuple[Row, ...]:
+    """The rows written in `grouped`, in order, or `BadRow` for the first one at fault."""
+    table = tuple(
+        row(source, event, *line) for (source, event), lines in grouped.items() for line in lines
     )
+    names = [each.name for each in table]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise BadRow(f"rows named twice: {', '.join(twice)}")
+    return table
 
 
-_DENIED = {
-    M.IMPERSONATION_ABORTED: M.DENIED_IMPERSONATION_ABORTED,
-    M.TOOL_ERROR_LOOP: M.DENIED_TOOL_ERROR_LOOP,
-    M.END_TURN: M.DENIED_END_TURN,
-    M.NOVELAI_RETRIES_EXHAUSTED: M.DENIED_NOVELAI_RETRIES_EXHAUSTED,
-    M.RESTART_TAKES_STASH: M.DENIED_RESTART_TAKES_STASH,
-    M.CEILING_REACHED: M.DENIED_CEILING_REACHED,
-    M.RESTARTED: M.DENIED_RESTARTED,
-    M.NOVELAI_RETRY: M.DENIED_NOVELAI_RETRY,
-    M.TOOL_FAILED: M.DENIED_TOOL_FAILED,
-}
-"""The label of each exit a batch finished by a denial can take."""
-
-
-_WAITING: tuple[Row, ...] = (
-    # DISPATCHING --ApprovalDecided--> by the decision (SPEC 6c)
-    _row(
-        DISPATCHING,
-        ApprovalDecided,
-        M.WITHDRAWN,
-        (g.stop_requested, g.batch_goes_on),
-        (do.withdraw_request, do.await_batch),
-        DISPATCHING,
-        "6c 6b.4",
-    ),
-    _row(
-        DISPATCHING,
-        ApprovalDecided,
-        M.STOPPED_WHILE_WAITING,
-        (g.stop_requested,),
-        (do.withdraw_request, do.abort_stopped),
-        FINISHED,
-        "6c",
-    ),
-    _row(
-        DISPATCHING,
-        ApprovalDecided,
-        M.DECISION_REFUSED,
-        (g.decision_refused,),
-        (do.clear_follow_up, do.refuse_decision),
-        DISPATCHING,
-        "6c",
-    ),
-    _row(
-        DISPATCHING,
-        ApprovalDecided,
-        M.DECIDED,
-        (g.batch_goes_on,),
-        (do.clear_follow_up, do.report_decision, do.resume_batch),
-        DISPATCHING,
-        "6c",
-    ),
-)
-
-TABLE: tuple[Row, ...] = (*_MOVES, *_WAITING, *_decided(_MOVES))
+TABLE: tuple[Row, ...] = rows_of(_ROWS)
 """Every move of the loop, in selection order within each (phase, event type)."""
 
 
 def _index(rows: tuple[Row, ...]) -> dict[type[Event], tuple[tuple[Phase, tuple[Row, ...]], ...]]:
     phases: dict[type[Event], dict[Phase, tuple[Row, ...]]] = {}
-    for row in rows:
-        of_event = phases.setdefault(row.event, {})
-        of_event[row.source] = (*of_event.get(row.source, ()), row)
+    for each in rows:
+        of_event = phases.setdefault(each.event, {})
+        of_event[each.source] = (*of_event.get(each.source, ()), each)
     return {event: tuple(of_event.items()) for event, of_event in phases.items()}
 
 

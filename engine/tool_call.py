@@ -1,7 +1,7 @@
 """Stage 02 decisions (SPEC 6): what the model is told about each call.
 
 Everything here is a pure function of the call, the turn and the tool's result;
-the coordinator in `toolloop.engine.loop` decides when each applies.
+the rows of `toolloop.engine.table` decide when each applies.
 """
 
 from typing import Any

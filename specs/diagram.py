@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from toolloop.engine.trace import Trace, load_bytes, replayed
-from toolloop.specs.machine import MACHINE, Declaration, Move
+from toolloop.specs.machine import MACHINE, Declaration, DeclaredMove
 from toolloop.states import Phase
 from toolloop.states.errors import InvalidOption, ToolloopError
 
@@ -61,19 +61,19 @@ class UndeclaredMove(ToolloopError, ValueError):
     """A trace took a move the declaration does not have."""
 
 
-Edge = tuple[Move, ...]
+Edge = tuple[DeclaredMove, ...]
 """The moves one label names from one phase: one edge of the diagram."""
 
 
 def edges(declaration: Declaration) -> list[Edge]:
     """The declared moves grouped by (source, label), in declared order."""
-    grouped: dict[tuple[Phase, str], list[Move]] = {}
+    grouped: dict[tuple[Phase, str], list[DeclaredMove]] = {}
     for move in declaration.moves:
         grouped.setdefault((move.source, move.label), []).append(move)
     return [tuple(moves) for moves in grouped.values()]
 
 
-def _guard_names(move: Move) -> tuple[str, ...]:
+def _guard_names(move: DeclaredMove) -> tuple[str, ...]:
     return (*move.conditions, *(f"not {name}" for name in move.unless))
 
 
@@ -99,7 +99,7 @@ def rules_text(edge: Edge) -> str:
     return f"SPEC {' '.join(rules)}" if rules else ""
 
 
-def _count_suffix(move: Move, counts: Counts | None) -> str:
+def _count_suffix(move: DeclaredMove, counts: Counts | None) -> str:
     if counts is None:
         return ""
     return f" ×{counts.get((move.source, move.label), 0)}"
@@ -156,14 +156,14 @@ def dot(
     return "\n".join(lines) + "\n"
 
 
-def _ports(declaration: Declaration) -> dict[Move, str]:
+def _ports(declaration: Declaration) -> dict[DeclaredMove, str]:
     """Ports that keep the labels of self-loops clear of the other edges.
 
     A phase's self-loops sit on its north and south-west sides; its other moves
     leave east, and moves coming back to it from a later phase arrive south-east.
     """
     order = list(declaration.phases)
-    ports: dict[Move, str] = {}
+    ports: dict[DeclaredMove, str] = {}
     for phase in declaration.phases:
         loops = [e[0] for e in edges(declaration) if e[0].source is phase and e[0].dest is phase]
         if not loops:

@@ -1,19 +1,20 @@
 """The declared machine: the table of `toolloop.engine.table`, as data to check and draw.
 
 `MOVES` is read off `TABLE`, one declared move per row, so the table is written
-once: the conformance tests check that `step`'s compiled transitions pick
-the same move as `transitions` running these rows (they test the compiler:
+once: the conformance tests check that `step`'s interpreted rows pick
+the same move as `transitions` running these rows (they test `step`'s selection:
 a wrong guard or a wrong row order is in both, and only the property,
 scenario and model-based suites, which assert outcomes, catch it);
 `toolloop.specs.paths` derives model-based scenarios from it, and
 `toolloop.specs.diagram` draws it.
 
-A move is (trigger, source, dest, conditions, unless, label, rule): the trigger
-is the event class that causes it, the conditions and unless lists name guards
-in `toolloop.engine.guards` (all conditions hold, no unless holds), the label
-is the name `step` reports in `Step.move`, and the rule is the SPEC rule of the
-row. The moves of one (source, trigger) are tried in the order declared and the
-first whose guards hold is taken, which is how `transitions` picks a transition;
+A declared move is (name, trigger, source, dest, conditions, unless, label,
+rule): the name is its row's, unique; the trigger is the event class that
+causes it; the conditions and unless lists name facts of
+`toolloop.engine.guards.Context` (all conditions hold, no unless holds); the
+label is the move `step` reports in `Step.move`; the rule is the row's SPEC
+rule. The moves of one (source, trigger) are tried in the order declared and
+the first whose guards hold is taken, which is how `transitions` picks a transition;
 `build_machine` hands the same list to a `transitions.Machine`
 (`auto_transitions=False`), and `Executable.predict` asks it which move an
 event selects. One label may name several moves from one phase (the ceiling
@@ -28,29 +29,31 @@ reach, or a phase with no path to the final one.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Iterable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
 from transitions import Machine
 
-from toolloop.engine import guards
 from toolloop.engine.events import EVENT_TYPES, Event
-from toolloop.engine.guards import Guard, context
+from toolloop.engine.guards import FACTS, Context, context
 from toolloop.engine.table import FINISHED, IDLE, TABLE, Row
 from toolloop.states import IterationState, Phase
 from toolloop.states.errors import ToolloopError
 
 EVENT_NAMES = frozenset(cls.__name__ for cls in EVENT_TYPES)
+Guard = Callable[[Context], bool]
 
 
 @attrs.frozen(kw_only=True)
-class Move:
-    """One declared move of the machine."""
+class DeclaredMove:
+    """One declared move of the machine: one row of the table."""
 
+    name: str
+    """The row's name, unique in the declaration (`toolloop.engine.table.Row.name`)."""
     label: str
-    """The move's name, as `step` reports it in `Step.move`; unique per source."""
+    """The move's name, as `step` reports it in `Step.move`; several rows may share it."""
     trigger: str
     """The class name of the event that causes it."""
     source: Phase
@@ -61,14 +64,12 @@ class Move:
     """Guards of which none may hold."""
     rule: str = ""
     """The SPEC rule the move implements, e.g. "6.4"."""
-    case: int = 0
-    """Which of the moves sharing this label from `source` it is, in declared order."""
 
     @property
     def where(self) -> str:
-        """How errors and reports name the move: `label` from `source` (and its case)."""
-        case = f" (case {self.case})" if self.case else ""
-        return f"move {self.label!r} from {self.source.value}{case}"
+        """How errors and reports name the move: `label` from `source` (and its row's name)."""
+        row = f" (row {self.name!r})" if self.name != self.label else ""
+        return f"move {self.label!r} from {self.source.value}{row}"
 
     def holds(self, state: IterationState, event: Event) -> bool:
         """Whether this move's guards select it for `event` arriving in `state`."""
@@ -85,17 +86,17 @@ class Declaration:
     phases: tuple[Phase, ...]
     initial: Phase
     final: Phase
-    moves: tuple[Move, ...]
+    moves: tuple[DeclaredMove, ...]
 
-    def moves_from(self, source: Phase) -> tuple[Move, ...]:
+    def moves_from(self, source: Phase) -> tuple[DeclaredMove, ...]:
         """The moves leaving `source`, in their declared (selection) order."""
         return tuple(move for move in self.moves if move.source is source)
 
-    def move(self, source: Phase, label: str) -> Move | None:
+    def move(self, source: Phase, label: str) -> DeclaredMove | None:
         """The (first) move named `label` from `source`, if declared."""
         return next((m for m in self.moves_from(source) if m.label == label), None)
 
-    def named(self, source: Phase, label: str) -> tuple[Move, ...]:
+    def named(self, source: Phase, label: str) -> tuple[DeclaredMove, ...]:
         """Every move named `label` from `source`, in declared order."""
         return tuple(m for m in self.moves_from(source) if m.label == label)
 
@@ -117,13 +118,12 @@ class UnknownEvent(DeclarationError):
 
 
 class UnknownGuard(DeclarationError):
-    """A move names a guard that is not a function of `toolloop.engine.guards`."""
+    """A move names a guard that is not a fact of `toolloop.engine.guards.Context`."""
 
 
 class DuplicateMove(DeclarationError):
-    """Two moves from one phase share a label but not the event and destination.
-
-    A trace records only the label, so the label must say where the loop went.
+    """Two moves share a name, or two from one phase share a label but not the event and
+    destination: a trace records only the label, so the label must say where the loop went.
     """
 
 
@@ -135,18 +135,16 @@ class TrapPhase(DeclarationError):
     """No sequence of moves leads from this phase to the final phase."""
 
 
-def resolve_guard(name: str, move: Move) -> Guard:
-    """The guard function called `name`, or `UnknownGuard` naming `move`."""
-    found = getattr(guards, name, None) if not name.startswith("_") else None
-    fact = isinstance(found, guards.Fact) and found.__name__ == name
-    if not fact and (not inspect.isfunction(found) or found.__module__ != guards.__name__):
-        raise UnknownGuard(move.where, f"guard {name!r} is not a function in {guards.__name__}")
-    guard: Guard = found  # type: ignore[assignment]
+def resolve_guard(name: str, move: DeclaredMove) -> Guard:
+    """The guard reading the fact `name` of a `Context`, or `UnknownGuard` naming `move`."""
+    if name not in FACTS:
+        raise UnknownGuard(move.where, f"guard {name!r} is not a fact of guards.Context")
+    guard: Guard = operator.attrgetter(name)
     return guard
 
 
 def declare(
-    moves: Sequence[Move],
+    moves: Sequence[DeclaredMove],
     *,
     phases: Sequence[Phase] = tuple(Phase),
     initial: Phase = IDLE,
@@ -163,7 +161,7 @@ def declare(
     return declaration
 
 
-def _check_move(declaration: Declaration, move: Move) -> None:
+def _check_move(declaration: Declaration, move: DeclaredMove) -> None:
     for phase in (move.source, move.dest):
         if phase not in declaration.phases:
             raise UnknownPhase(move.where, f"phase {phase.value} is not declared")
@@ -174,9 +172,13 @@ def _check_move(declaration: Declaration, move: Move) -> None:
         resolve_guard(name, move)
 
 
-def _check_unique(moves: Iterable[Move]) -> None:
-    seen: dict[tuple[Phase, str], Move] = {}
+def _check_unique(moves: Iterable[DeclaredMove]) -> None:
+    seen: dict[tuple[Phase, str], DeclaredMove] = {}
+    names: set[str] = set()
     for move in moves:
+        if move.name in names:
+            raise DuplicateMove(move.where, f"the name {move.name!r} is declared twice")
+        names.add(move.name)
         first = seen.setdefault((move.source, move.label), move)
         if (first.trigger, first.dest) != (move.trigger, move.dest):
             raise DuplicateMove(
@@ -211,28 +213,24 @@ def _closure(start: Phase, edges: set[tuple[Phase, Phase]]) -> set[Phase]:
     return found
 
 
-def moves_of(table: Sequence[Row]) -> tuple[Move, ...]:
+def moves_of(table: Sequence[Row]) -> tuple[DeclaredMove, ...]:
     """One declared move per row of the table, its guards named, in the table's order."""
-    cases: dict[tuple[Phase, str], int] = {}
-    moves = []
-    for row in table:
-        case = cases[(row.source, row.move)] = cases.get((row.source, row.move), -1) + 1
-        moves.append(
-            Move(
-                label=row.move.value,
-                trigger=row.event.__name__,
-                source=row.source,
-                dest=row.dest,
-                conditions=tuple(guard.__name__ for guard in row.when),
-                unless=tuple(guard.__name__ for guard in row.unless),
-                rule=row.rule,
-                case=case,
-            )
+    return tuple(
+        DeclaredMove(
+            name=row.name,
+            label=row.move.value,
+            trigger=row.event.__name__,
+            source=row.source,
+            dest=row.dest,
+            conditions=row.when,
+            unless=row.unless,
+            rule=row.rule,
         )
-    return tuple(moves)
+        for row in table
+    )
 
 
-MOVES: tuple[Move, ...] = moves_of(TABLE)
+MOVES: tuple[DeclaredMove, ...] = moves_of(TABLE)
 """The table's rows as declared moves."""
 
 MACHINE: Declaration = declare(MOVES)
@@ -243,7 +241,7 @@ class _Probe:
     """The model object `transitions` moves between phases; remembers the move taken."""
 
     state: Phase
-    taken: Move | None = None
+    taken: DeclaredMove | None = None
 
 
 class Executable:
@@ -261,7 +259,7 @@ class Executable:
             ignore_invalid_triggers=True,
         )
 
-    def _transition(self, move: Move) -> dict[str, Any]:
+    def _transition(self, move: DeclaredMove) -> dict[str, Any]:
         def record(*_: object) -> None:
             self._probe.taken = move
 
@@ -274,7 +272,7 @@ class Executable:
             "after": [record],
         }
 
-    def predict(self, state: IterationState, event: Event) -> Move | None:
+    def predict(self, state: IterationState, event: Event) -> DeclaredMove | None:
         """The declared move `event` selects in `state`, or None when no move is declared."""
         self._probe.taken = None
         self._machine.set_state(state.phase, self._probe)

@@ -19,8 +19,7 @@ from typing import Any
 
 import attrs
 
-from toolloop.engine.table import DISPATCHING, IDLE, STREAMING, TAKING_STASH
-from toolloop.specs.machine import MACHINE, Declaration, Move
+from toolloop.specs.machine import MACHINE, Declaration, DeclaredMove
 from toolloop.states import JsonObject, Phase
 from toolloop.states.errors import ToolloopError
 
@@ -78,7 +77,7 @@ class Witness:
     approval: tuple[Any, ...] = ()
     """The decisions the tool's calls that wait for approval take, in order (SPEC 6c)."""
     via: tuple[str, ...] = ()
-    """Moves (`label` or `label:case`) taken between the source and this move, when the
+    """Moves (their row names) taken between the source and this move, when the
     shortest way there cannot reach it: a decision comes after others (SPEC 6c)."""
     then: tuple[str, ...] = ()
     """Moves taken right after this one, before the shortest way to the end. What the
@@ -100,87 +99,72 @@ def _after_approved(result: JsonObject) -> Witness:
         approval=(APPROVE, TIMEOUT),
         calls=PAIR,
         result=result,
-        via=("decided", "call_settled:1"),
+        via=("decided", "call_settled"),
     )
 
 
-#: (source, move label) -> its witness; every declared move has one. A label that names
-#: several moves from one source (`Move.case`) has one witness per move, in declared order.
-WITNESSES: dict[tuple[Phase, str], Witness | tuple[Witness, ...]] = {
-    (IDLE, "started"): Witness(),
-    (STREAMING, "completed"): _stream({"status": "completed", "text": "Done."}),
-    (STREAMING, "stream_failed"): _stream({"status": "error", "error": "HTTP 500"}),
-    (STREAMING, "empty_response"): _stream({"status": "empty_response"}),
-    (STREAMING, "stopped_by_user"): _stream({"status": "stopped_by_user", "text": "partial"}),
-    (STREAMING, "follow_up_interrupt"): _stream({"status": "follow_up_interrupt"}),
-    (STREAMING, "call_malformed"): _stream({"text": "", "call": {"name": "  "}}),
-    (STREAMING, "stopped_before_tool"): _stream({**CALL, "stop_before_tool": True}),
-    (STREAMING, "impersonation_aborted"): _stream(TRUNCATED, env=ONE_ERROR, turn=IMPERSONATION),
-    (STREAMING, "tool_error_loop"): _stream(TRUNCATED, env=ONE_ERROR),
-    (STREAMING, "novelai_retries_exhausted"): _stream(
+#: The row name of each declared move -> its witness; every row has one.
+WITNESSES: dict[str, Witness] = {
+    "started": Witness(),
+    "completed": _stream({"status": "completed", "text": "Done."}),
+    "stream_failed": _stream({"status": "error", "error": "HTTP 500"}),
+    "empty_response": _stream({"status": "empty_response"}),
+    "stopped_by_user": _stream({"status": "stopped_by_user", "text": "partial"}),
+    "follow_up_interrupt": _stream({"status": "follow_up_interrupt"}),
+    "call_malformed": _stream({"text": "", "call": {"name": "  "}}),
+    "stopped_before_tool": _stream({**CALL, "stop_before_tool": True}),
+    "impersonation_aborted:refused": _stream(TRUNCATED, env=ONE_ERROR, turn=IMPERSONATION),
+    "tool_error_loop:refused": _stream(TRUNCATED, env=ONE_ERROR),
+    "novelai_retries_exhausted:refused": _stream(
         TRUNCATED_AFTER_TEXT, env=ONE_NAI_RETRY, turn=NOVELAI
     ),
-    (STREAMING, "ceiling_reached"): (
-        _stream(TRUNCATED_AFTER_TEXT, env=ONE_ITERATION, turn=NOVELAI),
-        _stream(TRUNCATED, env=ONE_ITERATION),
+    "ceiling_reached:refused_novelai": _stream(
+        TRUNCATED_AFTER_TEXT, env=ONE_ITERATION, turn=NOVELAI
     ),
-    (STREAMING, "novelai_retry"): _stream(TRUNCATED_AFTER_TEXT, turn=NOVELAI),
-    (STREAMING, "tool_failed"): _stream(CALL, turn=BLOCKED_TURN),
-    (STREAMING, "dispatched"): _stream(CALL),
-    (DISPATCHING, "stopped_during_tool"): _result({"hang": True, "kill": True}),
-    (DISPATCHING, "restart_takes_stash"): (
-        _result(STASHED_RESTART),
-        _result(STASHED_RESTART, calls=(TRUNCATED_ARGS, ARGS)),
-    ),
-    (DISPATCHING, "call_settled"): (
-        _result({"hang": True, "kill": True}, calls=PAIR),
-        _result({"success": True}, calls=PAIR),
-    ),
-    (DISPATCHING, "impersonation_aborted"): _result(FAILURE, env=ONE_ERROR, turn=IMPERSONATION),
-    (DISPATCHING, "tool_error_loop"): _result(FAILURE, env=ONE_ERROR),
-    (DISPATCHING, "end_turn"): _result({"success": True, "end_turn": True}),
-    (DISPATCHING, "novelai_retries_exhausted"): _result(FAILURE, env=ONE_NAI_RETRY, turn=NOVELAI),
-    (DISPATCHING, "exit_policy_ended"): _result({"success": True}, turn=NOVELAI),
-    (DISPATCHING, "ceiling_reached"): (
-        _result(RESTART, env=ONE_ITERATION),
-        _result(FAILURE, env=ONE_ITERATION, turn=NOVELAI),
-        _result(FAILURE, env=ONE_ITERATION),
-        _result({"success": True}, env=ONE_ITERATION),
-    ),
-    (DISPATCHING, "restarted"): (
-        _result(RESTART),
-        _result(RESTART, calls=(TRUNCATED_ARGS, ARGS)),
-    ),
-    (DISPATCHING, "novelai_retry"): _result(FAILURE, turn=NOVELAI),
-    (DISPATCHING, "tool_failed"): _result(FAILURE),
-    (DISPATCHING, "tool_succeeded"): _result({"success": True, "data": {"hits": 3}}),
+    "ceiling_reached:refused": _stream(TRUNCATED, env=ONE_ITERATION),
+    "novelai_retry:refused": _stream(TRUNCATED_AFTER_TEXT, turn=NOVELAI),
+    "tool_failed:refused": _stream(CALL, turn=BLOCKED_TURN),
+    "dispatched": _stream(CALL),
+    "call_settled:after_stop": _result({"hang": True, "kill": True}, calls=PAIR),
+    "call_settled": _result({"success": True}, calls=PAIR),
+    "stopped_during_tool": _result({"hang": True, "kill": True}),
+    "restart_takes_stash": _result(STASHED_RESTART),
+    "impersonation_aborted": _result(FAILURE, env=ONE_ERROR, turn=IMPERSONATION),
+    "tool_error_loop": _result(FAILURE, env=ONE_ERROR),
+    "end_turn": _result({"success": True, "end_turn": True}),
+    "novelai_retries_exhausted": _result(FAILURE, env=ONE_NAI_RETRY, turn=NOVELAI),
+    "exit_policy_ended": _result({"success": True}, turn=NOVELAI),
+    "restart_takes_stash:batch": _result(STASHED_RESTART, calls=(TRUNCATED_ARGS, ARGS)),
+    "ceiling_reached:restart": _result(RESTART, env=ONE_ITERATION),
+    "ceiling_reached:novelai_failure": _result(FAILURE, env=ONE_ITERATION, turn=NOVELAI),
+    "ceiling_reached:failure": _result(FAILURE, env=ONE_ITERATION),
+    "ceiling_reached:success": _result({"success": True}, env=ONE_ITERATION),
+    "restarted": _result(RESTART),
+    "restarted:batch": _result(RESTART, calls=(TRUNCATED_ARGS, ARGS)),
+    "novelai_retry": _result(FAILURE, turn=NOVELAI),
+    "tool_failed": _result(FAILURE),
+    "tool_succeeded": _result({"success": True, "data": {"hits": 3}}),
     # approval (SPEC 6c): a denial finishes the batch with the exits of a failure
-    (DISPATCHING, "withdrawn"): Witness(
-        approval=(KILL,), calls=PAIR, then=("stopped_while_waiting",)
-    ),
-    (DISPATCHING, "stopped_while_waiting"): Witness(approval=(KILL,)),
-    (DISPATCHING, "decision_refused"): Witness(
+    "withdrawn": Witness(approval=(KILL,), calls=PAIR, then=("stopped_while_waiting",)),
+    "stopped_while_waiting": Witness(approval=(KILL,)),
+    "decision_refused": Witness(
         approval=({"approve_for": {"query": "dogs"}}, APPROVE), then=("decided",)
     ),
-    (DISPATCHING, "decided"): Witness(approval=(APPROVE,)),
-    (DISPATCHING, "denied_impersonation_aborted"): Witness(
-        approval=(DENY,), env=ONE_ERROR, turn=IMPERSONATION
+    "decided": Witness(approval=(APPROVE,)),
+    "denied_impersonation_aborted": Witness(approval=(DENY,), env=ONE_ERROR, turn=IMPERSONATION),
+    "denied_tool_error_loop": Witness(approval=(DENY,), env=ONE_ERROR),
+    "denied_end_turn": _after_approved({"success": True, "end_turn": True}),
+    "denied_novelai_retries_exhausted": Witness(approval=(DENY,), env=ONE_NAI_RETRY, turn=NOVELAI),
+    "denied_restart_takes_stash": _after_approved(STASHED_RESTART),
+    "denied_ceiling_reached:novelai_failure": Witness(
+        approval=(DENY,), env=ONE_ITERATION, turn=NOVELAI
     ),
-    (DISPATCHING, "denied_tool_error_loop"): Witness(approval=(DENY,), env=ONE_ERROR),
-    (DISPATCHING, "denied_end_turn"): _after_approved({"success": True, "end_turn": True}),
-    (DISPATCHING, "denied_novelai_retries_exhausted"): Witness(
-        approval=(DENY,), env=ONE_NAI_RETRY, turn=NOVELAI
-    ),
-    (DISPATCHING, "denied_restart_takes_stash"): _after_approved(STASHED_RESTART),
-    (DISPATCHING, "denied_ceiling_reached"): (
-        Witness(approval=(DENY,), env=ONE_ITERATION, turn=NOVELAI),
-        Witness(approval=(DENY,), env=ONE_ITERATION),
-    ),
-    (DISPATCHING, "denied_restarted"): _after_approved(RESTART),
-    (DISPATCHING, "denied_novelai_retry"): Witness(approval=(DENY,), turn=NOVELAI),
-    (DISPATCHING, "denied_tool_failed"): Witness(approval=(DENY,)),
-    (TAKING_STASH, "ceiling_reached"): Witness(env=ONE_ITERATION),
-    (TAKING_STASH, "restarted_with_stash"): Witness(),
+    "denied_ceiling_reached:failure": Witness(approval=(DENY,), env=ONE_ITERATION),
+    "denied_restarted": _after_approved(RESTART),
+    "denied_novelai_retry": Witness(approval=(DENY,), turn=NOVELAI),
+    "denied_tool_failed": Witness(approval=(DENY,)),
+    "ceiling_reached:stash": Witness(env=ONE_ITERATION),
+    "restarted_with_stash": Witness(),
 }
 
 
@@ -196,8 +180,8 @@ class ConflictingWitnesses(ToolloopError, ValueError):
 class ModelPath:
     """The path the model predicts for one target move, and the scenario that takes it."""
 
-    target: Move
-    moves: tuple[Move, ...]
+    target: DeclaredMove
+    moves: tuple[DeclaredMove, ...]
     """Every move of the run, from the start to the final phase."""
     scenario: JsonObject
 
@@ -214,9 +198,9 @@ class ModelPath:
         }
 
 
-def shortest_paths(declaration: Declaration, start: Phase) -> dict[Phase, tuple[Move, ...]]:
+def shortest_paths(declaration: Declaration, start: Phase) -> dict[Phase, tuple[DeclaredMove, ...]]:
     """The shortest move sequence from `start` to each phase (breadth first, declared order)."""
-    paths: dict[Phase, tuple[Move, ...]] = {start: ()}
+    paths: dict[Phase, tuple[DeclaredMove, ...]] = {start: ()}
     frontier = [start]
     while frontier:
         following: list[Phase] = []
@@ -235,11 +219,13 @@ def model_paths(declaration: Declaration = MACHINE) -> list[ModelPath]:
     return [_model_path(declaration, move, to_source[move.source]) for move in declaration.moves]
 
 
-def _to_final(declaration: Declaration, phase: Phase) -> tuple[Move, ...]:
+def _to_final(declaration: Declaration, phase: Phase) -> tuple[DeclaredMove, ...]:
     return shortest_paths(declaration, phase)[declaration.final]
 
 
-def _model_path(declaration: Declaration, target: Move, before: tuple[Move, ...]) -> ModelPath:
+def _model_path(
+    declaration: Declaration, target: DeclaredMove, before: tuple[DeclaredMove, ...]
+) -> ModelPath:
     """The way to the source, the witness's `via`, the target, its `then`, the way to the end."""
     witness = witness_of(target)
     via = _named(declaration, target.source, witness.via)
@@ -253,23 +239,20 @@ def _model_path(declaration: Declaration, target: Move, before: tuple[Move, ...]
     return ModelPath(target=target, moves=moves, scenario=scenario_for(moves, given))
 
 
-def _named(declaration: Declaration, start: Phase, names: Sequence[str]) -> tuple[Move, ...]:
-    """The moves named `label` or `label:case`, taken one after another from `start`."""
-    moves: list[Move] = []
+def _named(
+    declaration: Declaration, start: Phase, names: Sequence[str]
+) -> tuple[DeclaredMove, ...]:
+    """The moves of the rows `names`, taken one after another from `start`."""
+    moves: list[DeclaredMove] = []
     for name in names:
-        label, _, case = name.partition(":")
-        move = next(
-            m
-            for m in declaration.moves_from(start)
-            if m.label == label and m.case == int(case or 0)
-        )
+        move = next(m for m in declaration.moves_from(start) if m.name == name)
         moves.append(move)
         start = move.dest
     return tuple(moves)
 
 
 def scenario_for(
-    moves: Sequence[Move], given: frozenset[int] | set[int] = frozenset()
+    moves: Sequence[DeclaredMove], given: frozenset[int] | set[int] = frozenset()
 ) -> JsonObject:
     """The scenario that takes `moves`: the witnesses along them, merged.
 
@@ -298,19 +281,15 @@ def scenario_for(
     return {"env": env, "turn": turn, "tools": [tool], "streams": streams}
 
 
-def witness_of(move: Move) -> Witness:
+def witness_of(move: DeclaredMove) -> Witness:
     """The witness of a declared move, or `NoWitness` naming it."""
-    found = WITNESSES.get((move.source, move.label))
-    if isinstance(found, tuple):
-        found = found[move.case] if move.case < len(found) else None
-    elif move.case:
-        found = None
+    found = WITNESSES.get(move.name)
     if found is None:
         raise NoWitness(f"{move.where}: no witness in toolloop.specs.paths.WITNESSES")
     return found
 
 
-def _merge(into: dict[str, Any], needs: Mapping[str, Any], move: Move) -> None:
+def _merge(into: dict[str, Any], needs: Mapping[str, Any], move: DeclaredMove) -> None:
     for key, value in needs.items():
         if into.setdefault(key, value) != value:
             raise ConflictingWitnesses(
@@ -324,7 +303,7 @@ def print_paths(out_dir: Path | None = None) -> str:
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         for path in paths:
-            case = f"-{path.target.case}" if path.target.case else ""
-            name = f"{path.target.source.value}-{path.target.label}{case}.json"
+            row = path.target.name.replace(":", "-")
+            name = f"{path.target.source.value}-{row}.json"
             (out_dir / name).write_text(json.dumps(path.scenario, indent=2) + "\n")
     return json.dumps([path.to_json() for path in paths], indent=2)

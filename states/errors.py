@@ -17,6 +17,7 @@ under `toolloop.`; tests/states/test_errors.py keeps this drawing true)::
       NonJsonConstant (ValueError)               states.json_policy
       UnsupportedClass (TypeError)               engine.construct
       UnknownField (AttributeError)              engine.draft
+      BadRow (ValueError)                        engine.table
       InvalidEvent (RuntimeError)                engine.step
       NotResumable (ValueError)                  engine.resume
       TraceError (ValueError)                    engine.trace

@@ -6,7 +6,7 @@ tree nobody else is editing (a fresh clone with its own `make install`). Hypothe
 runs a small fixed budget per mutant (profile `mutation`). Prints the score and
 the survivors.
 
-`make mutation` runs every module; `make mutation ARGS="engine/loop.py"` runs
+`make mutation` runs every module; `make mutation ARGS="engine/actions.py"` runs
 some. The whole of `engine/` is about 2,500 mutants, many hours on 2 cores
 (the verbatim parser alone is 1,400); `ARGS="--sample 200 engine/verbatim.py"`
 runs a uniform random sample of each module's mutants instead (for the

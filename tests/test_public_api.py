@@ -171,11 +171,11 @@ class TestTheFacades:
 
     def test_engine_step_is_the_function_and_its_module_still_imports(self) -> None:
         """`toolloop.engine.step` is the function `step`; the module stays importable."""
-        from toolloop.engine.step import compile_rows
+        from toolloop.engine.step import initial_state
 
         engine = importlib.import_module("toolloop.engine")
         assert engine.step is sys.modules["toolloop.engine.step"].step
-        assert callable(compile_rows)
+        assert callable(initial_state)
 
     def test_the_same_name_is_the_same_object_in_every_facade(self) -> None:
         """A name two facades share (`StreamResult`, `ToolResult`, ...) is one object."""

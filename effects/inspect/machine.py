@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolloop.engine import loop as do
-from toolloop.engine.loop import Action
+from toolloop.engine import actions as do
+from toolloop.engine.actions import Action
 from toolloop.engine.table import TABLE, Row
 from toolloop.states import Phase
 from toolloop.states.errors import ToolloopError

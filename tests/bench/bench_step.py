@@ -9,7 +9,7 @@ In the same rounds: each of the two steps of an iteration alone (`StreamEnded`
 while streaming, which dispatches the call; `ToolSettled` while dispatching, a
 success that starts the next iteration); the chain with every value built by
 its attrs class, as before `toolloop.engine.construct`; and what keeping the
-draft honest costs (issue 13, item 4), the table compiled with each way of
+draft honest costs (issue 13, item 4), the table run with each way of
 building the next state: the `Draft` as shipped (a misspelt field refused at
 commit, one `len` per event), the same draft unchecked (as before the check),
 a draft checking every write in `__setattr__`, and no draft at all (each write
@@ -26,12 +26,11 @@ from typing import Any
 import attrs
 
 from toolloop import states
-from toolloop.engine import commands, loop, tool_call
+from toolloop.engine import actions, commands, tool_call
 from toolloop.engine.commands import DispatchTool, Finish, StreamOnce
 from toolloop.engine.draft import FIELDS, Draft, UnknownField
 from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Step, initial_state, step
-from toolloop.engine.table import ROWS
 from toolloop.states import (
     FunctionCall,
     IterationState,
@@ -91,30 +90,23 @@ def built_by_attrs() -> Callable[[], int]:
     """`through_step` with every value built by calling its class, as before `construct`.
 
     The engine's constructors (`constructor(Log)` and the like, module names of
-    `loop` and `tool_call`) are swapped for their classes while it runs, and the
-    table is compiled with `Step` itself.
+    `actions`, `tool_call` and `step`) are swapped for their classes while it runs.
     """
     classes = {**vars(commands), **vars(states), "Step": Step}
     swapped = {
         (module, name): classes[value.__name__]
-        for module in (loop, tool_call)
+        for module in (actions, tool_call, step_module)
         for name, value in vars(module).items()
         if getattr(value, "__qualname__", "").startswith("constructor(")
     }
     assert swapped, "the engine builds no value with a constructor any more"
-    shipped = step_module.constructor
-    step_module.constructor = lambda cls: cls  # type: ignore[assignment]
-    try:
-        variant = _over(_compiled())
-    finally:
-        step_module.constructor = shipped
 
     def chain() -> int:
         originals = {key: getattr(*key) for key in swapped}
         for (module, name), cls in swapped.items():
             setattr(module, name, cls)
         try:
-            return through_step(variant)
+            return through_step()
         finally:
             for (module, name), value in originals.items():
                 setattr(module, name, value)
@@ -223,37 +215,18 @@ class Evolving:
         return self.peek()
 
 
-Compiled = dict[type[Event], tuple[tuple[Any, step_module.Transition], ...]]
-
-
-def _compiled() -> Compiled:
-    """The table compiled anew, with whatever `step`'s module names are now."""
-    return {
-        event: tuple((phase, step_module.compile_rows(rows)[0]) for phase, rows in pairs)
-        for event, pairs in ROWS.items()
-    }
-
-
-def _over(compiled: Compiled) -> Callable[[IterationState, Event], Step]:
-    def variant(state: IterationState, event: Event) -> Step:
-        """`step`'s own lookup, over the variant's transitions."""
-        for waiting, transition in compiled[type(event)]:
-            if waiting is state.phase:
-                return transition(state, event)
-        raise AssertionError(f"no transition for {event!r}")
-
-    return variant
-
-
 def step_with(draft: type[Any]) -> Callable[[], int]:
-    """`through_step` over the table compiled to build each next state with `draft`."""
-    shipped = step_module.Draft
-    step_module.Draft = draft  # read by compile_rows when it compiles
-    try:
-        variant = _over(_compiled())
-    finally:
-        step_module.Draft = shipped
-    return lambda: through_step(variant)
+    """`through_step` with each next state built by `draft` (read by `step` on each event)."""
+
+    def run() -> int:
+        shipped = step_module.Draft
+        step_module.Draft = draft
+        try:
+            return through_step()
+        finally:
+            step_module.Draft = shipped
+
+    return run
 
 
 def main() -> None:

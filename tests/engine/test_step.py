@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.engine.builders import call, done, ok
+from tests.engine.builders import call, done, fail, ok
 from tests.engine.drive import drive
-from toolloop.engine import loop
+from toolloop.engine import actions
 from toolloop.engine.commands import Finish
 from toolloop.engine.events import StashTaken, StreamEnded, ToolSettled, TurnStarted
-from toolloop.engine.step import InvalidEvent, compile_rows, initial_state, step
+from toolloop.engine.step import Group, InvalidEvent, initial_state, step
 from toolloop.engine.table import FINISHED, ROWS, TABLE, Move
 from toolloop.states import LoopConfig, PendingCall, Phase, TurnSettings
 
@@ -82,22 +82,34 @@ def test_the_move_is_an_enum_member_that_traces_write_as_its_string() -> None:
 
 
 def test_step_does_what_the_rows_say() -> None:
-    """A row changed in the table changes what the compiled transition does, and nothing else."""
+    """A row changed in the table changes what its group does, and nothing else."""
     rows = dict(ROWS[ToolSettled])[Phase.DISPATCHING]
     ended = tuple(
-        attrs.evolve(row, actions=(*row.actions[:-2], loop.finish_with_sticker), dest=FINISHED)
-        if row.move is Move.TOOL_SUCCEEDED
+        attrs.evolve(row, actions=(*row.actions[:-2], actions.finish_with_sticker), dest=FINISHED)
+        if row.name == "tool_succeeded"
         else row
         for row in rows
     )
-    transition, source = compile_rows(ended)
     state = step(initial_state(LoopConfig(), TurnSettings()), TurnStarted()).state
     state = step(state, StreamEnded(result=call())).state
-    out = transition(state, ToolSettled(result=ok()))
+    out = Group(ended).take(state, ToolSettled(result=ok()))
     assert (out.move, out.state.phase) == (Move.TOOL_SUCCEEDED, FINISHED)
     assert isinstance(out.effects[-1], Finish)
-    assert "# tool_succeeded (SPEC 4.3h5 4.3h6)" in source
     assert step(state, ToolSettled(result=ok())).state.phase is Phase.STREAMING
+
+
+def test_a_group_remembers_the_row_each_combination_of_facts_took() -> None:
+    """The second event with the same facts takes the row the first took, from the memo;
+    one with other facts selects its own row."""
+    group = Group(dict(ROWS[ToolSettled])[Phase.DISPATCHING])
+    state = step(initial_state(LoopConfig(), TurnSettings()), TurnStarted()).state
+    state = step(state, StreamEnded(result=call())).state
+    first = group.take(state, ToolSettled(result=ok()))
+    assert list(group.chosen.values()) == [r for r in group.rows if r.name == "tool_succeeded"]
+    assert group.take(state, ToolSettled(result=ok())).move is first.move
+    assert len(group.chosen) == 1
+    assert group.take(state, ToolSettled(result=fail())).move is Move.TOOL_FAILED
+    assert len(group.chosen) == 2
 
 
 def test_a_move_reads_as_its_string_in_a_printed_list() -> None:

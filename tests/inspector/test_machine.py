@@ -6,7 +6,7 @@ import attrs
 import pytest
 
 from toolloop.effects.inspect.machine import RAISED, UnknownExit, exit_statuses, machine
-from toolloop.engine import loop as do
+from toolloop.engine import actions as do
 from toolloop.engine.table import TABLE
 from toolloop.states import Phase, TurnStatus
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from toolloop.engine.table import DISPATCHING, FINISHED, ROWS, STREAMING, TABLE, TAKING_STASH
+from toolloop.engine.table import FINISHED, ROWS, TABLE, TAKING_STASH
 from toolloop.specs.machine import (
     MACHINE,
     MOVES,
     DeclarationError,
+    DeclaredMove,
     DuplicateMove,
-    Move,
     TrapPhase,
     UnknownEvent,
     UnknownGuard,
@@ -22,11 +22,9 @@ from toolloop.specs.machine import (
 from toolloop.states import Phase
 
 
-def replaced(name: str, source: Phase, **changes: object) -> list[Move]:
-    """MOVES with the move `name` from `source` changed."""
-    return [
-        attrs.evolve(m, **changes) if (m.label, m.source) == (name, source) else m for m in MOVES
-    ]
+def replaced(row: str, **changes: object) -> list[DeclaredMove]:
+    """MOVES with the move of the row named `row` changed."""
+    return [attrs.evolve(m, **changes) if m.name == row else m for m in MOVES]
 
 
 class TestTheDeclaration:
@@ -49,8 +47,8 @@ class TestTheDeclaration:
 
     def test_each_move_is_one_row_of_the_table_with_its_spec_rule(self) -> None:
         """The declaration is read off the table: one move per row, in order, rule included."""
-        assert [(m.source, m.label, m.dest, m.rule) for m in MACHINE.moves] == [
-            (row.source, row.move.value, row.dest, row.rule) for row in TABLE
+        assert [(m.name, m.source, m.label, m.dest, m.rule) for m in MACHINE.moves] == [
+            (row.name, row.source, row.move.value, row.dest, row.rule) for row in TABLE
         ]
 
     def test_no_move_leaves_the_final_phase(self) -> None:
@@ -75,24 +73,34 @@ class TestBrokenDeclarations:
             declare(moves)
 
     def test_an_unknown_guard_is_named_with_its_move(self) -> None:
-        """A guard name that is no function of engine/guards.py is refused."""
-        moves = replaced("completed", STREAMING, conditions=("stream_done",))
+        """A guard name that is no fact of `guards.Context` is refused."""
+        moves = replaced("completed", conditions=("stream_done",))
         with pytest.raises(
             UnknownGuard,
-            match=r"^move 'completed' from streaming: guard 'stream_done' is not a function in "
-            r"toolloop\.engine\.guards$",
+            match=r"^move 'completed' from streaming: guard 'stream_done' is not a fact of "
+            r"guards\.Context$",
         ):
             declare(moves)
 
-    @pytest.mark.parametrize("name", ["_status", "is_novelai", "Guard"])
-    def test_private_imported_or_non_function_names_are_not_guards(self, name: str) -> None:
-        """Only public functions defined in engine/guards.py count as guards."""
-        with pytest.raises(UnknownGuard, match=rf"guard '{name}' is not a function"):
-            declare(replaced("completed", STREAMING, unless=(name,)))
+    @pytest.mark.parametrize("name", ["errors", "pre_tool_text", "_outcome", "FACTS"])
+    def test_a_context_attribute_that_is_no_bool_is_not_a_guard(self, name: str) -> None:
+        """Only the `bool` attributes of `guards.Context` (its facts) count as guards."""
+        with pytest.raises(UnknownGuard, match=rf"guard '{name}' is not a fact"):
+            declare(replaced("completed", unless=(name,)))
+
+    def test_a_row_name_used_twice_is_named(self) -> None:
+        """Two moves named alike: a witness keyed by the name could not tell them apart."""
+        moves = replaced("ceiling_reached:failure", name="ceiling_reached:success")
+        with pytest.raises(
+            DuplicateMove,
+            match=r"^move 'ceiling_reached' from dispatching \(row 'ceiling_reached:success'\): "
+            r"the name 'ceiling_reached:success' is declared twice$",
+        ):
+            declare(moves)
 
     def test_a_label_used_twice_from_one_phase_is_named(self) -> None:
         """A `tool_failed` to FINISHED and one to STREAMING could not be told apart in a trace."""
-        moves = replaced("end_turn", DISPATCHING, label="tool_failed")
+        moves = replaced("end_turn", label="tool_failed")
         with pytest.raises(
             DuplicateMove,
             match=r"^move 'tool_failed' from dispatching: the label is declared twice from this "
@@ -102,7 +110,7 @@ class TestBrokenDeclarations:
 
     def test_an_unknown_trigger_is_named_with_its_move(self) -> None:
         """A trigger must be the name of an event class."""
-        moves = replaced("started", Phase.IDLE, trigger="TurnBegan")
+        moves = replaced("started", trigger="TurnBegan")
         with pytest.raises(
             UnknownEvent, match=r"^move 'started' from idle: trigger 'TurnBegan' is not one of "
         ):

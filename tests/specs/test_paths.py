@@ -15,7 +15,7 @@ from tests.specs.conformance import never_taken, violations
 from tests.specs.scenario_driver import run_scenario
 from toolloop.engine.table import STREAMING
 from toolloop.engine.trace import load_bytes
-from toolloop.specs.machine import MACHINE, Move
+from toolloop.specs.machine import MACHINE, DeclaredMove
 from toolloop.specs.paths import (
     WITNESSES,
     ConflictingWitnesses,
@@ -28,7 +28,7 @@ from toolloop.specs.paths import (
 )
 
 PATHS = model_paths()
-IDS = [f"{p.target.source.value}-{p.target.label}" for p in PATHS]
+IDS = [p.target.name for p in PATHS]
 SIMULATE_MISSING = importlib.util.find_spec("toolloop.tools.simulate") is None
 
 
@@ -39,6 +39,11 @@ def labels(path: ModelPath) -> list[str]:
 def test_there_is_one_path_per_declared_move() -> None:
     """Every declared move is the target of exactly one model path."""
     assert [p.target for p in PATHS] == list(MACHINE.moves)
+
+
+def test_the_witnesses_are_keyed_by_the_names_of_the_rows() -> None:
+    """One witness per row, under the row's name: reordering rows cannot re-pair them."""
+    assert sorted(WITNESSES) == sorted(move.name for move in MACHINE.moves)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=IDS)
@@ -80,7 +85,13 @@ def test_simulate_takes_the_path_the_model_predicts(path: ModelPath, tmp_path: P
 
 def test_a_move_without_a_witness_is_named() -> None:
     """Building a scenario through a move nobody scripted raises `NoWitness` naming it."""
-    stray = Move(label="teleported", trigger="StreamEnded", source=STREAMING, dest=STREAMING)
+    stray = DeclaredMove(
+        name="teleported",
+        label="teleported",
+        trigger="StreamEnded",
+        source=STREAMING,
+        dest=STREAMING,
+    )
     with pytest.raises(NoWitness, match=r"^move 'teleported' from streaming: no witness"):
         scenario_for([stray])
 
@@ -89,9 +100,15 @@ def test_moves_needing_different_settings_conflict(monkeypatch: pytest.MonkeyPat
     """Two witnesses that set one variable differently raise, naming the second move."""
     ceiling = MACHINE.move(STREAMING, "ceiling_reached")
     assert ceiling is not None
-    later = Move(label="second_ceiling", trigger="StreamEnded", source=STREAMING, dest=STREAMING)
+    later = DeclaredMove(
+        name="second_ceiling",
+        label="second_ceiling",
+        trigger="StreamEnded",
+        source=STREAMING,
+        dest=STREAMING,
+    )
     needs = Witness(env={"BOT_MAX_FUNCTION_CALL_ITERATIONS": "2"})
-    monkeypatch.setitem(WITNESSES, (STREAMING, "second_ceiling"), needs)
+    monkeypatch.setitem(WITNESSES, "second_ceiling", needs)
     with pytest.raises(ConflictingWitnesses) as raised:
         scenario_for([ceiling, later])
     assert str(raised.value) == (

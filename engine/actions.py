@@ -1,4 +1,4 @@
-"""The coordinator's actions (SPEC 4): what each row of the table does, named for what it does.
+"""The actions (SPEC 4): what each row of the table does, named for what it does.
 
 An action takes the event's `Context`, the `Draft` of the next state and the
 effects so far, and only builds: it writes the draft and appends effects. It
@@ -313,11 +313,12 @@ def keep_refusal(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
             report = _REFUSAL_REPORTS[Refusal(refused.refusal)]
             report(draft, refused.call, refused.call.name, effects)
         _keep_batch(draft, stream, ctx.batch)
-        return
-    assert ctx.refusal is not None, "only the rows of a refused call keep a refusal"
-    call, name = _call(ctx), _name(ctx)
-    _REFUSAL_REPORTS[ctx.refusal](draft, call, name, effects)
-    _keep_refused(draft, ctx.refusal, call, name, _pre_tool_text(draft, stream))
+    else:
+        assert ctx.refusal is not None, "only the rows of a refused call keep a refusal"
+        call, name = _call(ctx), _name(ctx)
+        _REFUSAL_REPORTS[ctx.refusal](draft, call, name, effects)
+        _keep_refused(draft, ctx.refusal, call, name, _pre_tool_text(draft, stream))
+    _count(ctx, draft)
 
 
 def _report_truncated(draft: Draft, call: FunctionCall, name: str, effects: list[Effect]) -> None:
@@ -358,7 +359,7 @@ def _keep_refused(
         entry = tool_call.history_entry(call, name, response, None, text, same_turn)
         if tool_call.is_sticker_tool(name):
             draft.selected_sticker = None
-    _keep(draft, entry, success=False)
+    _keep(draft, entry)
 
 
 def abort_stopped(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -392,9 +393,11 @@ def keep_result(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     assert draft.pending is not None, "DISPATCHING always holds the call"
     if ctx.batch:
         _keep_batch(draft, draft.pending.stream, ctx.batch)
-        return
-    response = tool_call.response_for(name, result)
-    _keep_settled(draft, call, name, result, response, _pre_tool_text(draft, draft.pending.stream))
+    else:
+        response = tool_call.response_for(name, result)
+        text = _pre_tool_text(draft, draft.pending.stream)
+        _keep_settled(draft, call, name, result, response, text)
+    _count(ctx, draft)
 
 
 def _keep_settled(
@@ -414,7 +417,7 @@ def _keep_settled(
     if result.success and result.response_delivered:
         draft.tool_response_delivered = True
     entry = tool_call.history_entry(call, name, response, result, text, same_turn)
-    _keep(draft, entry, success=result.success)
+    _keep(draft, entry)
 
 
 def _keep_batch(draft: Draft, stream: StreamResult, batch: tuple[BatchCall, ...]) -> None:
@@ -435,7 +438,7 @@ def _keep_batch(draft: Draft, stream: StreamResult, batch: tuple[BatchCall, ...]
                 assert batched.denial is not None, "a denied call keeps its reason"
                 response = tool_call.denied_response(name, batched.denial)
                 entry = tool_call.history_entry(call, name, response, None, owned, position > 0)
-                _keep(draft, entry, success=False)
+                _keep(draft, entry)
                 continue
             _keep_refused(draft, refusal, call, name, owned, position > 0)
             continue
@@ -540,14 +543,16 @@ def _reset_counters(draft: Draft) -> None:
 # -- the history branch of the coordinator -------------------------------------------------
 
 
-def _keep(draft: Draft, entry: ToolHistoryEntry, *, success: bool) -> None:
-    """Keep the entry and count the outcome (SPEC 4, history, and its step 1)."""
+def _keep(draft: Draft, entry: ToolHistoryEntry) -> None:
+    """Keep the entry in history (SPEC 4, history); `_count` counts the outcome."""
     draft.function_history = (*draft.function_history, entry)
     draft.accumulated_model_parts = ()
-    if success:
-        _reset_counters(draft)
-    else:
-        draft.consecutive_tool_errors = draft.consecutive_tool_errors + 1
+
+
+def _count(ctx: Context, draft: Draft) -> None:
+    """The outcome's entries counted (SPEC 4, history step 1): the counts the context made."""
+    draft.consecutive_tool_errors = ctx.errors
+    draft.nai_consecutive_tool_failures = ctx.novelai_failures_kept
 
 
 def raise_impersonation(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -579,7 +584,7 @@ def _failures_in_a_row(draft: Draft) -> int:
 
 def count_novelai_failure(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """A NovelAI failure after visible text counts toward the retry threshold."""
-    draft.nai_consecutive_tool_failures = draft.nai_consecutive_tool_failures + 1
+    draft.nai_consecutive_tool_failures = ctx.novelai_failures
 
 
 def finish_novelai_exhausted(ctx: Context, draft: Draft, effects: list[Effect]) -> None:

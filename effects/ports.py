@@ -108,6 +108,12 @@ class ToolRegistryPort(Protocol):
         Optional: a registry without it never asks."""
         ...
 
+    def asks_approval(self) -> bool:
+        """Whether any of its tools may need a person's approval (SPEC 6c), asked once per
+        stream that brings calls: False spares asking `needs_approval` about each call.
+        Optional: without it, `needs_approval` is asked about every call."""
+        ...
+
 
 class ApprovalPort(Protocol):
     """Where a person approves or denies a tool call (SPEC 6c): the host's prompt.

@@ -378,6 +378,9 @@ class _ResumedRegistry:
     def needs_approval(self, call: FunctionCall, context: ToolContext) -> bool:
         return self.inner.needs_approval(call, context)
 
+    def asks_approval(self) -> bool:
+        return self.inner.asks_approval()
+
 
 def interrupted(tool: str) -> ToolResult:
     """The failure of a non-idempotent call that a crash interrupted: it may have run."""

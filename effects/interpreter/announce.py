@@ -6,7 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from toolloop.effects.interpreter.attempt import Attempt, log
-from toolloop.effects.notices import identity, render_notice
+from toolloop.effects.notices import render_notice
 from toolloop.effects.observe import NoticeShown
 from toolloop.effects.ports import Notice
 from toolloop.engine import commands as fx
@@ -31,10 +31,6 @@ class Announcer(Attempt):
         else:
             if self.on_event is not None:
                 self.on_event(NoticeShown(attempt=self.attempt, notice=notice))
-
-    def _identity(self) -> str | None:
-        """The persona's webhook identity; None (the bot's own) under user impersonation."""
-        return identity(self.turn)
 
     def _log(self, effect: fx.Log) -> None:
         level = _LEVELS[effect.level]

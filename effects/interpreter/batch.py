@@ -147,9 +147,7 @@ class BatchStage(ToolStage):
         event: ToolSettled | ApprovalDecided
         if isinstance(outcome, ToolResult):
             assert isinstance(run, Started)
-            event = self._settled_event(
-                run.effect.call.name, run.effect.index, run.started, outcome
-            )
+            event = self._tool_settled(run, outcome)
         else:
             assert isinstance(run, Asked)
             index = run.effect.index

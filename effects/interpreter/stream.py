@@ -79,11 +79,19 @@ class StreamStage(Announcer):
     def _approval(self, result: StreamResult) -> tuple[bool, ...]:
         """The registry's answer for each call: it needs approval (SPEC 6c); () when none does.
 
-        A registry written before approval existed (no `needs_approval`) never asks.
+        Asked about each call only when it may ask at all: a registry that says none of
+        its tools does (`asks_approval`), or one written before approval existed (no
+        `needs_approval`), is asked nothing more, and no `ToolContext` is built for it.
         """
         calls = result.batch
-        needs_approval = getattr(self.registry, "needs_approval", None)
-        if not calls or needs_approval is None:
+        if not calls:
+            return ()
+        registry = self.registry
+        asks_approval = getattr(registry, "asks_approval", None)
+        if asks_approval is not None and not asks_approval():
+            return ()
+        needs_approval = getattr(registry, "needs_approval", None)
+        if needs_approval is None:
             return ()
         state = self._state
         context = tool_call.tool_context(

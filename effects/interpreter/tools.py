@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from toolloop.effects.interpreter.announce import Announcer
 from toolloop.effects.interpreter.batch_calls import Started
 from toolloop.effects.interpreter.calls import ToolRun, failure
+from toolloop.effects.notices import identity
 from toolloop.effects.ports import Notice, StreamingContext, ToolInvocation
 from toolloop.engine import commands as fx
 from toolloop.engine.construct import constructor
@@ -54,27 +55,22 @@ class ToolStage(Announcer):
         assert state.pending is not None, "a dispatch always holds its call"
         return _new_streaming_context(
             reply_to=self.reply_to,
-            identity=self._identity(),
+            identity=identity(self.turn),
             pre_tool_text=state.pending.stream.accumulated_text,
             text_suppressed=state.suppress_text_output,
         )
 
-    def _tool_settled(self, call: ToolRun, result: ToolResult) -> ToolSettled:
-        effect = call.effect
-        return self._settled_event(effect.call.name, effect.index, call.started, result)
-
-    def _settled_event(
-        self, name: str, index: int, started: float, result: ToolResult
-    ) -> ToolSettled:
-        descriptor = self.provider.descriptor
+    def _tool_settled(self, run: ToolRun | Started, result: ToolResult) -> ToolSettled:
+        """The event of a call's outcome, inline (`ToolRun`) or of a batch (`Started`)."""
+        effect, descriptor = run.effect, self.provider.descriptor
         return _new_tool_settled(
             result=result,
             requires_follow_up=self.registry.requires_follow_up(
-                name, descriptor, descriptor.server
+                effect.call.name, descriptor, descriptor.server
             ),
-            duration_ms=round((self._alarm.now() - started) * 1000),
+            duration_ms=round((self._alarm.now() - run.started) * 1000),
             stop=self.control.pending_request(),
-            index=index,
+            index=effect.index,
         )
 
     def _progress_notice(
@@ -91,7 +87,7 @@ class ToolStage(Announcer):
                 text=text,
                 hidden=False,
                 iteration=context.iteration,
-                identity=self._identity(),
+                identity=identity(self.turn),
             )
             await self._send(self.channel.send_notice, notice)
 

@@ -188,6 +188,8 @@ class ToolRegistry:
         """Each call's `ToolExecution` fields in order, made a record only when `recent` is read."""
         self._specs: tuple[ProviderDescriptor | None, tuple[ToolSpec, ...]] = (None, ())
         """The last `specs` answer and the descriptor it was for, until a tool is registered."""
+        self._approving = 0
+        """How many registered tools may need a person's approval (`asks_approval`)."""
 
     def register(
         self,
@@ -254,6 +256,7 @@ class ToolRegistry:
         )
         self._tools[tool_name] = tool
         self._specs = (None, ())
+        self._approving += tool.approval is not None
         return tool
 
     @overload
@@ -276,9 +279,11 @@ class ToolRegistry:
 
     def unregister(self, name: str) -> None:
         """Remove a registered tool: a tool source whose server stopped offering it."""
-        if self._tools.pop(name, None) is None:
+        removed = self._tools.pop(name, None)
+        if removed is None:
             raise NotRegistered(f'tool "{name}" is not registered')
         self._specs = (None, ())
+        self._approving -= removed.approval is not None
 
     def specs(self, provider: ProviderDescriptor) -> tuple[ToolSpec, ...]:
         """The tools the provider supports, in registration order.
@@ -313,6 +318,10 @@ class ToolRegistry:
         """The tool's own timeout in ms (`timeout=` at registration), or None."""
         registered = self._tools.get(tool)
         return None if registered is None else registered.timeout_ms
+
+    def asks_approval(self) -> bool:
+        """Whether any registered tool may need a person's approval (`requires_approval`)."""
+        return self._approving > 0
 
     def needs_approval(self, call: FunctionCall, context: ToolContext) -> bool:
         """Whether the call waits for a person's decision (SPEC 6c): its tool says so and

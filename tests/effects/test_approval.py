@@ -21,10 +21,12 @@ from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.engine.resume import NotResumable, resume
 from toolloop.states import (
     ApprovalDecision,
+    FunctionCall,
     GenerationTurnResult,
     IterationState,
     LoopConfig,
     StreamResult,
+    ToolContext,
     TurnSettings,
     TurnStatus,
     Verdict,
@@ -231,6 +233,50 @@ def test_a_call_asked_again_after_a_refused_decision_keeps_its_first_deadline() 
     assert waited == pytest.approx(20)
     reason = states[-1].function_history[0].function_response["response"]["result"]["reason"]
     assert reason == "Nobody approved this tool call within 20 s, so it was not run."
+
+
+class CountingRegistry(ToolRegistry):
+    """A real registry that records each call it is asked `needs_approval` about."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    def needs_approval(self, call: FunctionCall, context: ToolContext) -> bool:
+        self.asked.append(call.name)
+        return super().needs_approval(call, context)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("with_approval_tool", [False, True])
+def test_each_call_is_asked_about_only_when_a_tool_may_need_approval(
+    backend: Backend, with_approval_tool: bool
+) -> None:
+    """No registered tool needs approval: `asks_approval` says so and no call is asked
+    about; once one is registered, the called tool (which needs none) is asked about."""
+    registry = CountingRegistry()
+
+    @registry.tool
+    async def lookup(args: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        """Look up."""
+        return {"found": True}
+
+    if with_approval_tool:
+        registry.register(lookup, name="delete_message", requires_approval=True)
+    provider = ScriptProvider(calling("lookup"), completed())
+
+    async def main() -> GenerationTurnResult:
+        return await run_tool_loop(
+            turn=TurnSettings(),
+            config=LoopConfig(),
+            provider=provider,
+            registry=registry,
+            channel=RecordingChannel(),
+            control=MemoryTurnControl(),
+        )
+
+    assert run_on(backend, main).status is TurnStatus.COMPLETED
+    assert registry.asked == (["lookup"] if with_approval_tool else [])
 
 
 def test_a_turn_without_an_approvals_port_fails_naming_the_tool() -> None:

@@ -65,3 +65,22 @@ def test_requires_approval_of_another_type_is_refused_naming_the_tool() -> None:
     """Neither a bool nor a callable: a `ToolSchemaError` naming the tool and the option."""
     with pytest.raises(ToolSchemaError, match=r'^tool "refund": requires_approval: .* got str$'):
         registry_with(requires_approval="yes")
+
+
+def test_asks_approval_says_whether_any_registered_tool_may_wait() -> None:
+    """False with no tool that needs approval; True once one (by flag or rule) is
+    registered, and until the last such tool is unregistered."""
+    registry = registry_with()
+    assert not registry.asks_approval()
+
+    async def wipe(args: dict[str, Any], call: ToolCall) -> None:
+        """Wipe."""
+
+    registry.register(wipe, requires_approval=True)
+    registry.register(refund, name="big_refund", parameters=AMOUNT, requires_approval=over_100)
+    assert registry.asks_approval()
+    registry.unregister("wipe")
+    assert registry.asks_approval()
+    registry.unregister("big_refund")
+    registry.unregister("refund")
+    assert not registry.asks_approval()

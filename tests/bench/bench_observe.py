@@ -12,6 +12,10 @@
   each of their methods does nothing, and its meters are the API's no-ops.
   CPU µs per iteration, the sides alternating in one run, best of several
   rounds; goal: at most 20% added.
+* The hooks alone, the figure least moved by a busy machine: a recorded
+  100-call turn's steps replayed into `host_events`, a `TurnTrace` on the
+  bare tracer (host events included) and an inspector's `TurnView`, with no
+  loop around them. CPU µs per iteration, best of many rounds.
 * Inspector: 1,000 concurrent 10-iteration turns, each watched by an
   `Inspector` served on loopback with one page (an SSE client on its own
   thread) following `/api/events`, against the same turns unwatched; process
@@ -42,6 +46,7 @@ from tests.bench.bench_loop import REGISTRY, TURN, Scripted
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.inspect import Inspector, serve_in_thread
 from toolloop.effects.interpreter import run_tool_loop
+from toolloop.effects.observe import host_events
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.telemetry import Telemetry
 from toolloop.effects.turn import Attempt, run_generation_turn
@@ -251,7 +256,73 @@ def inspector(backend: str) -> dict[str, Any]:
     }
 
 
+def hooks_alone() -> dict[str, float]:
+    """CPU µs per iteration of each observer over a recorded turn's steps, with no loop."""
+    steps: list[Any] = []
+
+    async def record() -> None:
+        await run_tool_loop(
+            turn=TURN,
+            config=LoopConfig(max_function_call_iterations=CALLS + 1),
+            provider=Scripted(CALLS),
+            registry=REGISTRY,
+            channel=RecordingChannel(),
+            control=MemoryTurnControl(),
+            observer=lambda state, event, out: steps.append((state, event, out)),
+        )
+
+    anyio.run(record)
+    bare, watcher, redact = (
+        Telemetry(tracer_provider=BareTracerProvider()),
+        Inspector(),
+        REGISTRY.redact,
+    )
+
+    def host() -> None:
+        for state, event, out in steps:
+            for _ in host_events(0, state, event, out, redact):
+                pass
+
+    def traced() -> None:
+        with bare.turn(TURN) as hooks:
+            observer, on_event = hooks.observer, hooks.on_event
+            assert observer is not None and on_event is not None
+            for state, event, out in steps:
+                observer(state, event, out)
+                for shown in host_events(0, state, event, out, redact):
+                    on_event(shown)
+
+    def watched() -> None:
+        with watcher.watch(TURN) as view:
+            for state, event, out in steps:
+                view.observer(state, event, out)
+
+    sides = {
+        "host events": host,
+        "TurnTrace on the bare tracer, host events included": traced,
+        "inspector TurnView": watched,
+    }
+
+    async def rounds() -> dict[str, float]:  # in a loop: the inspector reads its clock
+        best = dict.fromkeys(sides, float("inf"))
+        for _ in range(ROUNDS * 6):
+            for name, replay in sides.items():
+                started = time.process_time()
+                for _ in range(10):
+                    replay()
+                spent = (time.process_time() - started) / (10 * (CALLS + 1))
+                best[name] = min(best[name], spent * 1e6)
+        return best
+
+    result: dict[str, float] = anyio.run(rounds)
+    return result
+
+
 def main() -> None:
+    for name, micros in hooks_alone().items():
+        print(
+            f"hooks alone, a recorded {CALLS}-call turn replayed, {name}: {micros:.1f} µs/iteration"
+        )
     for backend in ("asyncio", "trio"):
         for workload, measure in (("in-memory", tracing), ("loopback HTTP", tracing_http)):
             figures = measure(backend)

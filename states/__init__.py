@@ -10,7 +10,14 @@ from toolloop.states.approval import (
     Verdict,
     args_digest,
 )
-from toolloop.states.calls import FunctionCall, JsonObject, StreamError, StreamResult, StreamStatus
+from toolloop.states.calls import (
+    FunctionCall,
+    JsonObject,
+    StreamError,
+    StreamResult,
+    StreamStatus,
+    TokenUsage,
+)
 from toolloop.states.config import (
     SOFT_WARN_ITERATION_THRESHOLD,
     SUPPRESS_FOLLOW_UP_AFTER_PRE_TOOL_TEXT,
@@ -69,6 +76,7 @@ __all__ = [
     "StreamResult",
     "StreamStatus",
     "ThoughtLogOwner",
+    "TokenUsage",
     "ToolContext",
     "ToolHistoryEntry",
     "ToolResult",

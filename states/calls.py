@@ -67,6 +67,23 @@ class StreamError:
 
 
 @attrs.frozen(kw_only=True)
+class TokenUsage:
+    """How many tokens one provider call (or a whole attempt, summed) cost, as the provider
+    counted them. Reasoning is output too: `output_tokens` includes `reasoning_tokens`."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+@attrs.frozen(kw_only=True)
 class StreamResult:
     """What one provider call delivered."""
 
@@ -86,6 +103,8 @@ class StreamResult:
     """The provider-native parts of the model's own turn in this stream (SPEC 3):
     opaque JSON objects replayed to the same provider as the model's prefill;
     a provider with nothing native reports its visible text as one text part."""
+    usage: TokenUsage | None = None
+    """The tokens this call cost, when the provider reported them (None: it did not)."""
 
     @property
     def batch(self) -> tuple[FunctionCall, ...]:

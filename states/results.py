@@ -6,7 +6,7 @@ import enum
 
 import attrs
 
-from toolloop.states.calls import JsonObject, StreamError, StreamResult
+from toolloop.states.calls import JsonObject, StreamError, StreamResult, TokenUsage
 from toolloop.states.turn import Persona, Sticker
 
 
@@ -62,6 +62,13 @@ class GenerationTurnResult:
     `stream_failed`, `tool_error_loop`, ... as docs/diagrams.md draws them): a
     `timeout` status is the iteration ceiling or a silent stream, and this says which.
     Set by `step` on the move that finishes; None on a result built by hand."""
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        """The tokens the attempt cost: the sum over its streams that reported usage; None
+        when none did (a provider that does not report it, or no stream at all)."""
+        reported = [result.usage for result in self.stream_results if result.usage is not None]
+        return sum(reported[1:], reported[0]) if reported else None
 
     @property
     def error(self) -> StreamError | None:

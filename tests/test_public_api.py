@@ -34,7 +34,7 @@ PUBLIC = [
     *("LoopConfig", "load_config"),
     # the result
     *("GenerationTurnResult", "TurnStatus", "StreamResult", "StreamStatus", "StreamError"),
-    "trace_file",
+    *("TokenUsage", "trace_file"),
     # built-in ports
     *("OpenAICompatProvider", "ApiFamily", "ConsoleChannel", "MemoryTurnControl"),
     "MemoryApprovals",
@@ -45,7 +45,8 @@ PUBLIC = [
 FACADES = {
     "toolloop.ports": {
         *("Provider", "ProviderDescriptor", "ApiFamily", "StreamRequest", "StreamSink"),
-        *("StreamResult", "StreamStatus", "StreamError", "FunctionCall", "JsonObject"),
+        *("StreamResult", "StreamStatus", "StreamError", "TokenUsage", "FunctionCall"),
+        "JsonObject",
         *("ToolRegistryPort", "ToolSpec", "ToolContext", "ToolInvocation", "StreamingContext"),
         *("ToolResult", "ToolHistoryEntry", "ToolExecution", "DeliberateMode", "Trigger"),
         *("Channel", "StreamSpan", "Notice", "NoticeCatalog", "PersonaResponse"),

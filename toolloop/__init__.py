@@ -36,6 +36,7 @@ from toolloop.states import (
     StreamError,
     StreamResult,
     StreamStatus,
+    TokenUsage,
     ToolResult,
     TurnSettings,
     TurnStatus,
@@ -66,6 +67,7 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "StreamResult",
     "StreamStatus",
     "StreamError",
+    "TokenUsage",
     "trace_file",
     # built-in ports
     "OpenAICompatProvider",

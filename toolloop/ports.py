@@ -41,6 +41,7 @@ from toolloop.states import (
     StreamResult,
     StreamStatus,
     ThoughtLogOwner,
+    TokenUsage,
     ToolContext,
     ToolHistoryEntry,
     ToolResult,
@@ -58,6 +59,7 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "StreamResult",
     "StreamStatus",
     "StreamError",
+    "TokenUsage",
     "FunctionCall",
     "JsonObject",
     # the tool registry, and what one call exchanges

@@ -25,6 +25,7 @@ from toolloop.states import (
     JsonObject,
     Phase,
     StreamStatus,
+    TokenUsage,
     Verdict,
 )
 
@@ -53,6 +54,8 @@ class StreamFinished:
     iteration: int
     status: StreamStatus
     text: str
+    usage: TokenUsage | None = None
+    """The tokens the call cost, when the provider reported them."""
 
 
 @attrs.frozen(kw_only=True)
@@ -227,6 +230,7 @@ def host_events(
             iteration=state.iteration,
             status=result.status,
             text=result.accumulated_text,
+            usage=result.usage,
         )
     elif isinstance(event, ToolSettled) and (pending := state.pending) is not None:
         batch = pending.batch

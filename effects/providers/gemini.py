@@ -32,6 +32,7 @@ from toolloop.effects.providers.credentials import Quoter, header_value, resolve
 from toolloop.effects.providers.gemini_body import PASSTHROUGH_KEY, RESERVED_BODY_KEYS, build_body
 from toolloop.effects.providers.http_provider import DEFAULT_TIMEOUT, HttpProvider
 from toolloop.effects.providers.sse import StreamBroken, decode_payload, malformed
+from toolloop.effects.providers.usage import gemini_usage, reported
 from toolloop.states import (
     ApiFamily,
     FunctionCall,
@@ -124,7 +125,7 @@ def _call_id(function: JsonObject, made: str) -> str:
 class _Stream:
     """What one stream has delivered so far: the parts as they came, the finish reason."""
 
-    __slots__ = ("blocked", "chunks", "finish", "iteration", "parts", "quote", "text")
+    __slots__ = ("blocked", "chunks", "finish", "iteration", "parts", "quote", "text", "usage")
 
     def __init__(self, iteration: int, quote: Quoter) -> None:
         self.iteration = iteration
@@ -134,6 +135,8 @@ class _Stream:
         self.finish: str | None = None
         self.blocked: str | None = None
         self.chunks = 0
+        self.usage: Any = None
+        """The last chunk's `usageMetadata`, as it came: every chunk repeats the counts so far."""
 
     @property
     def done(self) -> bool:
@@ -158,7 +161,16 @@ class _Stream:
         return False
 
     def trailer(self, payload: str) -> None:
-        """An event after the finish reason: nothing of it is kept."""
+        """An event after the finish reason: only its usage is kept.
+
+        The reply is complete: an event that cannot be read is skipped, not an error.
+        """
+        try:
+            chunk = decode_payload(payload, self.chunks + 1, self.quote)
+        except StreamBroken:
+            return
+        if isinstance(chunk, dict) and chunk.get("usageMetadata") is not None:
+            self.usage = chunk["usageMetadata"]
 
     async def flush(self, sink: StreamSink) -> None:
         """Nothing is held back: text is delivered as it arrives."""
@@ -171,6 +183,8 @@ class _Stream:
             raise StreamBroken(self.malformed("the data must be a JSON object"))
         if "error" in chunk:
             raise StreamBroken(self._provider_error(chunk["error"]))
+        if chunk.get("usageMetadata") is not None:
+            self.usage = chunk["usageMetadata"]
         candidates = chunk.get("candidates")
         if not candidates:
             feedback = chunk.get("promptFeedback")
@@ -290,6 +304,7 @@ class _Stream:
             calls=calls if len(calls) > 1 else (),
             thought_log={"text": thoughts} if thoughts else None,
             model_parts=tuple(self.parts),
+            usage=reported(gemini_usage, self.usage, "the Gemini stream"),
         )
 
     def failed(self, error: StreamError) -> StreamResult:
@@ -299,6 +314,7 @@ class _Stream:
             accumulated_text="".join(self.text),
             data=attrs.evolve(error, message=self.quote.mask(error.message)),
             model_parts=tuple(self.parts),
+            usage=reported(gemini_usage, self.usage, "the Gemini stream"),
         )
 
     def malformed(self, what: str) -> StreamError:

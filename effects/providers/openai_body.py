@@ -15,7 +15,8 @@ The mapping:
   the entry's pre-tool text ("" when none, never null), then the `tool`
   message with the JSON result;
 * the text of the accumulated model parts is a final assistant message (prefill);
-* the tools are `tools: [{"type": "function", "function": {...}}]`.
+* the tools are `tools: [{"type": "function", "function": {...}}]`;
+* `stream_options: {"include_usage": true}` asks for the token usage.
 """
 
 from __future__ import annotations
@@ -42,7 +43,17 @@ def build_body(request: StreamRequest, model: str, extra_body: Mapping[str, Any]
         *history_messages(once.function_history),
         *prefill_messages(once.accumulated_model_parts),
     ]
-    body: JsonObject = {"model": model, "messages": messages, "stream": True, **extra_body}
+    body: JsonObject = {
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        # The usage chunk at the stream's end; `extra_body` may turn it off
+        # (`{"include_usage": False}`) or drop the field (`None`) for a server that refuses it.
+        "stream_options": {"include_usage": True},
+        **extra_body,
+    }
+    if body["stream_options"] is None:
+        del body["stream_options"]  # `extra_body={"stream_options": None}`: a server refuses it.
     if request.tools:
         body["tools"] = [tool_schema(tool) for tool in request.tools]
     else:

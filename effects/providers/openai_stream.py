@@ -25,8 +25,16 @@ from toolloop.effects.ports import StreamSink
 from toolloop.effects.providers.credentials import Quoter
 from toolloop.effects.providers.openai_body import model_parts
 from toolloop.effects.providers.sse import DECODER, StreamBroken, decode_payload
+from toolloop.effects.providers.usage import openai_usage, reported
 from toolloop.engine.verbatim import VerbatimCall, VerbatimToolCallParser
-from toolloop.states import FunctionCall, JsonObject, StreamError, StreamResult, StreamStatus
+from toolloop.states import (
+    FunctionCall,
+    JsonObject,
+    StreamError,
+    StreamResult,
+    StreamStatus,
+    TokenUsage,
+)
 from toolloop.states.json_policy import JsonInputError, check_json, loads
 
 #: Delta keys folded explicitly; the others are opaque passthrough.
@@ -213,6 +221,7 @@ class Stream:
         "quote",
         "reasoning",
         "text",
+        "usage",
         "verbatim_calls",
     )
 
@@ -227,6 +236,7 @@ class Stream:
         self.chunks = 0
         self.done = False  # `data: [DONE]` arrived.
         self.moved = False  # The chunk just folded made progress without text (`_fold_rest`).
+        self.usage: Any = None  # The last `usage` the server sent, as it came.
         self.verbatim_calls: list[FunctionCall] = []
         """The calls the verbatim parser recovered from the text, in the order written."""
 
@@ -264,7 +274,18 @@ class Stream:
         return False
 
     def trailer(self, payload: str) -> None:
-        """An event after the finish reason: nothing of it is kept."""
+        """An event after the finish reason: only its usage is kept (servers send it last).
+
+        The reply is complete: an event that cannot be read is skipped, not an error.
+        """
+        if payload == "[DONE]":
+            return
+        try:
+            chunk = decode_payload(payload, self.chunks + 1, self.quote)
+        except StreamBroken:
+            return
+        if type(chunk) is dict and chunk.get("usage") is not None:
+            self.usage = chunk["usage"]
 
     def fold(self, payload: str) -> str | None:
         """Fold one chunk; return its content text (hot path: plain content deltas)."""
@@ -274,6 +295,9 @@ class Stream:
             raise self.where("").broken("chunk", "an object", chunk)
         if "error" in chunk:
             raise StreamBroken(self._provider_error(chunk["error"]))
+        usage = chunk.get("usage")
+        if usage is not None:
+            self.usage = usage  # Read once, when the stream ends (`token_usage`).
         choices = chunk.get("choices")
         if type(choices) is not list:
             raise self.where("").broken("choices", "a list", choices)
@@ -422,6 +446,7 @@ class Stream:
             thought_log={"text": reasoning} if reasoning else None,
             model_parts=model_parts(text),
             calls=calls if len(calls) > 1 else (),
+            usage=self.token_usage(),
         )
 
     def failed(self, error: StreamError) -> StreamResult:
@@ -432,7 +457,12 @@ class Stream:
             accumulated_text=text,
             data=attrs.evolve(error, message=self.quote.mask(error.message)),
             model_parts=model_parts(text),
+            usage=self.token_usage(),
         )
+
+    def token_usage(self) -> TokenUsage | None:
+        """The usage the server reported last, read once."""
+        return reported(openai_usage, self.usage, "the chat-completions stream")
 
     def cut_short(self) -> StreamError:
         message = f"the stream closed after {self.chunks} chunks without [DONE] or a finish reason"

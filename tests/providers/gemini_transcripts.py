@@ -31,8 +31,12 @@ def call(name: str, args: dict[str, Any], *, signature: bytes | None = None) -> 
     )
 
 
-def chunk(*parts: types.Part, finish: str | None = None, usage: int | None = None) -> Chunk:
-    """One `GenerateContentResponse` as JSON; `usage` sets the prompt token count."""
+def chunk(
+    *parts: types.Part,
+    finish: str | None = None,
+    usage: int | types.GenerateContentResponseUsageMetadata | None = None,
+) -> Chunk:
+    """One `GenerateContentResponse` as JSON; `usage` sets the prompt token count, or all."""
     response = types.GenerateContentResponse(
         candidates=[
             types.Candidate(
@@ -40,9 +44,9 @@ def chunk(*parts: types.Part, finish: str | None = None, usage: int | None = Non
                 finish_reason=None if finish is None else types.FinishReason(finish),
             )
         ],
-        usage_metadata=None
-        if usage is None
-        else types.GenerateContentResponseUsageMetadata(prompt_token_count=usage),
+        usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=usage)
+        if isinstance(usage, int)
+        else usage,
     )
     dumped: Chunk = response.model_dump(mode="json", by_alias=True, exclude_none=True)
     return dumped

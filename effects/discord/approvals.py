@@ -252,10 +252,11 @@ class DiscordApprovals:
         self, interaction: discord.Interaction[discord.Client], key: PromptKey
     ) -> None:
         """A press on a request no turn waits for (decided, retired, or from before a
-        restart): say so privately, and disable the buttons it was pressed on."""
+        restart): say so privately, and disable the buttons it was pressed on if they are
+        still live (a request of an earlier run)."""
         await interaction.response.send_message(EXPIRED, ephemeral=True)
         message = interaction.message
-        if message is None:
+        if message is None or not live(message):  # already closed: it says how
             return
         embed = message.embeds[0] if message.embeds else discord.Embed()
         try:
@@ -359,6 +360,16 @@ def request_embed(request: ApprovalRequest, outcome: str | None) -> discord.Embe
     if outcome is not None:
         embed.set_footer(text=outcome)
     return embed
+
+
+def live(message: discord.Message) -> bool:
+    """The message still has a button one can press."""
+    rows = [c for c in message.components if isinstance(c, discord.ActionRow)]
+    return any(
+        isinstance(item, discord.Button) and not item.disabled
+        for row in rows
+        for item in row.children
+    )
 
 
 def opened(key: PromptKey) -> discord.ui.View:

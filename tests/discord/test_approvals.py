@@ -632,3 +632,25 @@ class TestRefusals:
             f"Discord refused the approval request for purge in channel {place}: "
             "HTTP 403 (Missing Permissions)"
         ) in [r.getMessage() for r in caplog.records]
+
+    def test_a_reason_submitted_after_the_request_was_withdrawn_answers_expired(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Deny's form was open when the reply was stopped: its submission decides nothing
+        and is answered privately "expired"; the request still says it was withdrawn."""
+
+        async def main() -> tuple[Callback, dict[str, Any], list[JsonObject]]:
+            async with scene(monkeypatch) as bot:
+                await dpytest.message("clean up", channel=0)
+                modal = await bot.press("Deny", by=0)
+                bot.bot.kill_reply(channel(0).id)
+                await bot.bot.turns.wait_idle()
+                fields = text_inputs(modal)
+                answer = await bot.server.submit(bot.bot, modal, {fields[0]: "too late"}, member(0))
+                return answer, bot.prompts()[-1], bot.ran
+
+        answer, prompt, ran = run(main)
+        assert (answer.type, answer.data["content"], answer.ephemeral) == (4, EXPIRED, True)
+        assert footer(prompt) == WITHDRAWN
+        assert buttons(prompt) == [("Approve", True), ("Deny", True)]
+        assert ran == []

@@ -16,6 +16,10 @@ the same kind are joined; a signed part stays exactly as it came, alone.
 Visible text goes to the sink as it arrives; reasoning never does (it becomes
 the thought log). The `functionCall` parts of one stream are one batch:
 Gemini gives them no ids, so the adapter makes `gemini-{iteration}-{n}`.
+Every chunk repeats `usageMetadata`; the last one is the stream's usage.
+The POST, its refusals (HTTP errors, redirects, a body that is not a stream)
+and the reading of the body (bounded decompression, SSE framing) are the
+ones the OpenAI-compatible adapter uses (`http_provider.py`, `sse.py`).
 """
 
 from __future__ import annotations

@@ -250,8 +250,13 @@ class ToolloopBot(discord.Client):
         )
 
     async def close(self) -> None:
-        """Stop the running turns (as `/kill` does) and their messages' editors, then disconnect."""
-        await self.turns.close()
+        """Stop the running turns (as `/kill` does) and their messages' editors, then disconnect;
+        with a journal, leave them to it instead (`TurnManager.suspend`): the next start
+        resumes them."""
+        if self.journal is not None:  # the next start resumes the running turns
+            await self.turns.suspend()
+        else:
+            await self.turns.close()
         if self.journal is not None and self.settings.journal is not None:
             await self.journal.close()  # the one `setup_hook` opened
         await super().close()

@@ -11,7 +11,8 @@ follow-up count carries over. A turn that outlives `stale_after` seconds,
 sending its last text included, is cancelled. `wait_idle()` waits for every
 channel; `close()` stops them all first. A turn an earlier process left
 unfinished in the journal is resumed in its channel's lane (`resume`), before
-the messages that arrive meanwhile.
+the messages that arrive meanwhile; `suspend()` shuts down leaving the running
+turns to the journal.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ class TurnManager:
         self._stop_phrase = stop_phrase.strip().casefold() if stop_phrase else None
         self._stale_after = stale_after
         self._lanes: dict[int, _Lane] = {}
+        self._suspending = False
+        """`suspend` cancels the turns: a turn cut short is left as it stands, unmarked."""
 
     async def on_message(self, message: discord.Message) -> None:
         """A user's message: a stop, the start of a turn, or a follow-up of the running one."""
@@ -168,6 +171,20 @@ class TurnManager:
             self._stop(lane)
         await self.wait_idle()
 
+    async def suspend(self) -> None:
+        """Shut down leaving the running turns to the journal: each is cancelled where it
+        stands, its messages unmarked, for the next start to resume
+        (`ToolloopBot.resume_turns`); the queued messages are dropped."""
+        self._suspending = True
+        running = []
+        for lane in self._lanes.values():
+            lane.pending.clear()
+            lane.resumed.clear()
+            if lane.task is not None and not lane.task.done():
+                lane.task.cancel()
+                running.append(lane.task)
+        await asyncio.gather(*running, return_exceptions=True)
+
     def _stop(self, lane: _Lane) -> None:
         """A genuine stop: the queue is dropped, the turn killed and its messages' editors
         stopped (a reply still being paginated sends nothing more)."""
@@ -233,7 +250,7 @@ class TurnManager:
             marker = cut_marker(ended, self._locale)
             if marker is None and opened is not None and opened.cut_short:  # stopped unshown
                 marker = cut_marker(TurnStatus.STOPPED_BY_USER, self._locale)
-            if opened is not None and marker is not None:
+            if opened is not None and marker is not None and not self._suspending:
                 with anyio.move_on_after(MARK_GRACE):
                     await opened.mark_cut(marker)
 

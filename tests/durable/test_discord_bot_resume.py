@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import anyio
 import discord
+import discord.ext.test as dpytest
 import pytest
 
 from tests.discord.conftest import EVERY_MESSAGE, channel, configured, contents, embeds, run
 from tests.discord.discord_server import DiscordServer, refusal
-from tests.effects.harness import ScriptProvider, completed
+from tests.effects.harness import ScriptProvider, completed, silent
 from toolloop.durable import Journal
 from toolloop.effects.discord import BotSettings, ToolloopBot
 from toolloop.effects.registry import ToolRegistry
@@ -26,10 +28,12 @@ from toolloop.states import LoopConfig, TurnSettings
 UNKNOWN_CHANNEL = 10003
 
 
-def bot(journal: Journal, stale_turn_seconds: float = 600.0) -> ToolloopBot:
+def bot(
+    journal: Journal, stale_turn_seconds: float = 600.0, provider: ScriptProvider | None = None
+) -> ToolloopBot:
     return ToolloopBot(
         BotSettings(token="test", access=EVERY_MESSAGE, stale_turn_seconds=stale_turn_seconds),
-        provider=ScriptProvider(completed("Resumed.")),
+        provider=provider or ScriptProvider(completed("Resumed.")),
         registry=ToolRegistry(),
         intents=discord.Intents.all(),
         journal=journal,
@@ -113,3 +117,50 @@ def test_a_fresh_turn_is_resumed_in_its_channel_and_finished(tmp_path: Path) -> 
     resumed, shown = run(main)
     assert resumed == [f"{channel(0).id}/1"]
     assert shown == ["Resumed."]
+
+
+def test_a_bot_closed_with_a_journal_leaves_its_running_reply_to_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closed mid-stream (Ctrl-C, a deploy): the reply is neither stopped nor marked and the
+    turn stays in the journal; the next bot resumes it, and the same message ends with the
+    whole reply."""
+    started = anyio.Event()
+    provider = ScriptProvider(silent("Let me ", started=started), completed("Let me check."))
+
+    async def disconnect(client: discord.Client) -> None:
+        await client.http.close()  # dpytest's fake gateway cannot be closed; the HTTP client can
+
+    monkeypatch.setattr(discord.Client, "close", disconnect)
+
+    async def main() -> tuple[list[str], list[str], int, list[str]]:
+        async with DiscordServer() as server:
+            async with await Journal.open(tmp_path / "j.db") as journal:
+                first = bot(journal, provider=provider)
+                await configured(first)
+                await server.connect(first, monkeypatch)
+                await dpytest.message("Is my card charged?", channel=0)
+                place = channel(0).id
+                await started.wait()
+                with anyio.fail_after(30):  # a hang guard: the message is reported held
+                    while not (await journal.unfinished())[0].held:
+                        await anyio.sleep(0.01)
+                await first.close()
+                assert len(await journal.unfinished()) == 1
+            closed = server.contents(place)
+            async with await Journal.open(tmp_path / "j.db") as journal:
+                second = bot(journal, provider=provider)
+                await configured(second)
+                await server.connect(second, monkeypatch)
+                resumed = await second.resume_turns()
+                await second.turns.wait_idle()
+                assert await journal.unfinished() == []
+                await second.http.close()
+            posts = sum(1 for r in server.requests if r.method == "POST" and "content" in r.body)
+            return closed, server.contents(place), posts, resumed
+
+    closed, contents_after, posts, resumed = run(main)
+    assert closed == ["Let me"]  # no cut marker
+    assert len(resumed) == 1
+    assert contents_after == ["Let me check."]
+    assert posts == 1

@@ -5,12 +5,14 @@ channel (its provider, registry, channel, turn control, catalog, stash), the
 same `TurnPorts` the embedded journal takes. The timing rules of the loop run
 here, where the call runs:
 
-* a provider call keeps the rolling inactivity timeout itself (each
-  `sink.progress()` pushes it back and heartbeats what the channel shows of the
-  call); its activity's heartbeat timeout is that timeout plus the settle and
-  about 1 s, so the server's timeout fires only when the worker itself is gone;
-* a tool heartbeats every `heartbeat_every` seconds, so the workflow's kill
-  (an activity cancellation) reaches it and a lost worker is noticed;
+* a provider call keeps the rolling inactivity timeout itself, exactly as the
+  interpreter does (each `sink.progress()` pushes it back): a silent provider
+  ends the call as `timeout` with the inactivity notice;
+* every activity heartbeats every `heartbeat_every` seconds (a stream's
+  heartbeat carries what the channel shows of it), because Temporal delivers a
+  cancellation (the workflow's kill, a follow-up) only with a heartbeat; the
+  heartbeat timeout, `TurnInput.worker_lost_s`, then fires only when the worker
+  itself is gone;
 * a call run again after its worker was lost runs only when its tool is
   idempotent (`toolloop.durable`'s rule).
 """
@@ -22,6 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import anyio
+import attrs
 from temporalio import activity
 
 from toolloop.effects.durable.resume import TurnPorts, interrupted, runs_again, unshown
@@ -36,6 +39,7 @@ from toolloop.effects.ports import (
     ToolInvocation,
 )
 from toolloop.effects.temporal.messages import (
+    AskInput,
     CallFacts,
     Chores,
     StashInput,
@@ -48,6 +52,8 @@ from toolloop.engine import commands as fx
 from toolloop.engine import tool_call
 from toolloop.engine.events import StashTaken
 from toolloop.states import (
+    ApprovalDecision,
+    ApprovalRequest,
     LoopConfig,
     StreamResult,
     StreamStatus,
@@ -68,7 +74,7 @@ class TurnActivities:
         self._heartbeat_every = heartbeat_every
 
     def all(self) -> list[Callable[..., object]]:
-        return [self.stream, self.tool, self.chores, self.take_stash]
+        return [self.stream, self.tool, self.ask, self.chores, self.take_stash]
 
     @activity.defn(name="toolloop.stream")
     async def stream(self, given: StreamInput) -> StreamOutput:
@@ -92,7 +98,10 @@ class TurnActivities:
         )
         ports.channel.stream_started(span)
         try:
-            result = await sink.run(ports.provider.stream(request, sink))
+            async with anyio.create_task_group() as beats:
+                beats.start_soon(self._beat, sink.showing)
+                result = await sink.run(ports.provider.stream(request, sink))
+                beats.cancel_scope.cancel()
         except asyncio.CancelledError:
             if not activity.is_cancelled():
                 raise
@@ -148,6 +157,22 @@ class TurnActivities:
             beats.cancel_scope.cancel()
         return bounded(result, given.result_limit)
 
+    @activity.defn(name="toolloop.ask")
+    async def ask(self, given: AskInput) -> ApprovalDecision | None:
+        """The host's prompt for a call that needs approval (`TurnPorts.approvals`), its
+        arguments redacted; None at once without an approvals port: a `decide` update
+        then answers. Cancelled when the wait ends (the host retires its prompt)."""
+        ports = self._ports(given.turn.channel_id)
+        if ports.approvals is None:
+            return None
+        request = given.request
+        shown = attrs.evolve(request, args=ports.registry.redact(request.tool, request.args))
+        async with anyio.create_task_group() as beats:
+            beats.start_soon(self._beat)
+            decision = await ports.approvals.ask(shown)
+            beats.cancel_scope.cancel()
+        return decision
+
     @activity.defn(name="toolloop.chores")
     async def chores(self, given: Chores) -> None:
         """A step's notices and turn-control counts when no activity of the step carries them."""
@@ -160,9 +185,14 @@ class TurnActivities:
         stash = ports.stash
         return StashTaken(item=None if stash is None else stash.take(given.key))
 
-    async def _beat(self) -> None:
+    async def _beat(self, details: Callable[[], str] | None = None) -> None:
+        """Heartbeat every `heartbeat_every` s: Temporal delivers a cancellation (the kill)
+        only with a heartbeat, and the server knows the worker lives."""
         while True:
-            activity.heartbeat()
+            if details is None:
+                activity.heartbeat()
+            else:
+                activity.heartbeat(details())
             await anyio.sleep(self._heartbeat_every)
 
 
@@ -177,7 +207,7 @@ _CONTROL: dict[type[fx.Effect], Callable[..., None]] = {
 }
 """The host's turn control for each of a step's count effects (the workflow holds the
 stop and follow-up requests and the kill itself)."""
-HOST_CHORES = (fx.SendNotice, *_CONTROL)
+HOST_CHORES = (fx.SendNotice, fx.WithdrawApproval, *_CONTROL)
 """The fire-and-forget effects the `chores` activity carries out."""
 
 
@@ -218,10 +248,13 @@ class _Sink:
             return silent(self.text, in_seconds(self._timeout_ms))
         return result
 
+    def showing(self) -> str:
+        """What the channel shows of this call (a run after a lost worker's `shown`)."""
+        return self._showing
+
     def progress(self) -> None:
         if self._scope is not None:
             self._scope.deadline = anyio.current_time() + self._timeout
-        activity.heartbeat(self._showing)
 
     async def deliver(self, text: str) -> None:
         if self._failure is not None:
@@ -261,9 +294,22 @@ async def _chores(ports: TurnPorts, turn: TurnSettings, effects: tuple[fx.Effect
             await _send(
                 channel.send_hidden_notice if effect.hidden else channel.send_notice, notice
             )
+        elif isinstance(effect, fx.WithdrawApproval):
+            await _withdraw(ports, effect.request)
         else:
             _CONTROL[type(effect)](ports.control, effect)
     activity.heartbeat("")
+
+
+async def _withdraw(ports: TurnPorts, request: ApprovalRequest) -> None:
+    """The turn was killed while the call waited: the host retires its prompt (logged if not)."""
+    if ports.approvals is None:
+        return
+    shown = attrs.evolve(request, args=ports.registry.redact(request.tool, request.args))
+    try:
+        await ports.approvals.withdraw(shown)
+    except Exception:
+        log.exception("withdrawing the approval request of %s failed", request.tool)
 
 
 def _facts(ports: TurnPorts, given: StreamInput, result: StreamResult) -> tuple[CallFacts, ...]:

@@ -57,7 +57,8 @@ class TurnInput:
     history_events: int = HISTORY_EVENTS
     history_bytes: int = HISTORY_BYTES
     worker_lost_s: float = 10.0
-    """A tool or approval activity whose worker has not heartbeated this long was lost."""
+    """An activity whose worker has not heartbeated this long (seconds) was lost: the
+    workflow makes its call again elsewhere. Keep it a few `heartbeat_every` long."""
     carry: Carry | None = None
 
 
@@ -126,6 +127,14 @@ class StashInput:
     turn: TurnSettings
     key: str
     chores: tuple[fx.Effect, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class AskInput:
+    """A call waiting for a person's decision: the host's prompt for it."""
+
+    turn: TurnSettings
+    request: ApprovalRequest
 
 
 @attrs.frozen(kw_only=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
@@ -39,6 +40,10 @@ async def turn_worker(
 ) -> AsyncIterator[Worker]:
     """Serve turns from `task_queue` while the block runs; `ports` gives a channel's ports.
 
+    Every activity heartbeats every `heartbeat_every` seconds, and heartbeats reach
+    the server as often: a kill reaches a call within about that, and a stream
+    whose worker dies is made again after the text its last heartbeat reported.
+
     The workflow runs in Temporal's sandbox, toolloop's modules passed through
     (`step` is pure: the same modules every run).
     """
@@ -49,6 +54,8 @@ async def turn_worker(
         workflows=[TurnWorkflow],
         activities=TurnActivities(ports, heartbeat_every=heartbeat_every).all(),
         workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
+        max_heartbeat_throttle_interval=timedelta(seconds=heartbeat_every),
+        default_heartbeat_throttle_interval=timedelta(seconds=heartbeat_every),
     )
     async with worker:
         yield worker

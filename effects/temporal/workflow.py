@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from toolloop.effects.interpreter.tools import timed_out
     from toolloop.effects.temporal.activities import HOST_CHORES
     from toolloop.effects.temporal.messages import (
+        AskInput,
         CallFacts,
         Carry,
         Chores,
@@ -95,6 +96,9 @@ class _Ask:
 
     effect: fx.AskApproval
     deadline: float
+    handle: workflow.ActivityHandle[ApprovalDecision | None] | None = None
+    """The host's prompt (the `ask` activity) while it runs."""
+    task: asyncio.Task[None] | None = None
 
 
 @workflow.defn(name="toolloop.turn")
@@ -107,6 +111,8 @@ class TurnWorkflow:
         self._chain = False
         self._state: IterationState | None = None
         self._facts: tuple[CallFacts, ...] = ()
+        self._error: Exception | None = None
+        """What failed in a task of the batch (a host's prompt): the attempt's failure."""
         self._chores: tuple[fx.Effect, ...] = ()
         """The host's effects of the step, for its awaited effect's activity to carry."""
         self._runs: dict[int, _Run] = {}
@@ -206,15 +212,13 @@ class TurnWorkflow:
             if isinstance(effect, HOST_CHORES):
                 host.append(effect)
                 continue
-            if isinstance(effect, fx.StartTool | fx.AskApproval | fx.WithdrawApproval):
+            if isinstance(effect, fx.StartTool | fx.AskApproval):
                 await self._host(host)
                 host = []
             if isinstance(effect, fx.StartTool):
                 self._start(effect)
             elif isinstance(effect, fx.AskApproval):
                 self._ask(effect)
-            elif isinstance(effect, fx.WithdrawApproval):
-                self._asked.pop(_index_of(self._asked, effect.request), None)
         self._chores = tuple(host)
 
     def _take_chores(self) -> tuple[fx.Effect, ...]:
@@ -261,9 +265,6 @@ class TurnWorkflow:
             given.turn, state.iteration, state.short_term_memory_updated, state.context.items
         )
         config = given.config
-        beat = (
-            config.stream_sdk_call_timeout_ms + config.stream_abandoned_settle_timeout_ms
-        ) / 1000
         shown, chores = "", self._take_chores()
         for _ in range(WORKER_LOSSES + 1):
             handle = workflow.start_activity(
@@ -278,7 +279,7 @@ class TurnWorkflow:
                 ),
                 result_type=StreamOutput,
                 start_to_close_timeout=STREAM_LIMIT,
-                heartbeat_timeout=timedelta(seconds=beat + 1),
+                heartbeat_timeout=timedelta(seconds=given.worker_lost_s),
                 retry_policy=ONCE,
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
@@ -395,10 +396,38 @@ class TurnWorkflow:
         run.task = asyncio.create_task(settle())
 
     def _ask(self, effect: fx.AskApproval) -> None:
+        """Wait for a decision: the host's prompt runs as the `ask` activity, a `decide`
+        update answers too; the wait keeps the deadline of its first ask."""
         index = effect.index
         deadline = self._deadlines.setdefault(index, workflow.time() + effect.timeout_ms / 1000)
-        self._asked[index] = _Ask(effect=effect, deadline=deadline)
+        ask = self._asked[index] = _Ask(effect=effect, deadline=deadline)
         self._decisions.pop(index, None)
+        ask.task = asyncio.create_task(self._prompt(ask))
+
+    async def _prompt(self, ask: _Ask) -> None:
+        """The host's prompt; asked again on another worker when its worker was lost."""
+        given = self._given
+        for _ in range(WORKER_LOSSES + 1):
+            ask.handle = workflow.start_activity(
+                "toolloop.ask",
+                AskInput(turn=lean(given.turn), request=ask.effect.request),
+                result_type=ApprovalDecision,
+                start_to_close_timeout=timedelta(milliseconds=ask.effect.timeout_ms + 60_000),
+                heartbeat_timeout=timedelta(seconds=given.worker_lost_s),
+                retry_policy=ONCE,
+            )
+            try:
+                decision = await ask.handle
+            except tx.ActivityError as error:
+                if _lost(error):
+                    continue
+                if not isinstance(error.cause, tx.CancelledError):
+                    self._error = error  # the host's prompt failed: the attempt's failure
+                return
+            index = ask.effect.index
+            if decision is not None and self._asked.get(index) is ask:
+                self._decisions[index] = decision
+            return
 
     async def _await_tools(self) -> ToolSettled | ApprovalDecided:
         """The next outcome of the batch: a call settled, a decision came, a wait timed out.
@@ -406,6 +435,8 @@ class TurnWorkflow:
         The kill ends every wait at once; each running call ends as killed by itself.
         """
         while not self._settled:
+            if self._error is not None:
+                raise self._error
             if self._killed:
                 for index in list(self._asked):
                     self._decided(index, None)
@@ -429,11 +460,16 @@ class TurnWorkflow:
 
     def _batch_moved(self) -> bool:
         return bool(
-            self._settled or self._killed or any(index in self._decisions for index in self._asked)
+            self._settled
+            or self._error is not None
+            or self._killed
+            or any(index in self._decisions for index in self._asked)
         )
 
     def _decided(self, index: int, decision: ApprovalDecision | None) -> None:
         ask = self._asked.pop(index)
+        if ask.handle is not None and not ask.handle.done():
+            ask.handle.cancel()  # the host retires its prompt
         if decision is None or decision.digest == ask.effect.request.digest:
             self._deadlines.pop(index, None)  # a refused decision keeps the deadline
         self._settled.append((index, decision))
@@ -469,10 +505,6 @@ def _heartbeat_text(error: tx.ActivityError, shown: str) -> str:
     cause = error.cause
     details = cause.last_heartbeat_details if isinstance(cause, tx.TimeoutError) else ()
     return str(details[0]) if details else shown
-
-
-def _index_of(asked: dict[int, _Ask], request: Any) -> int:
-    return next((index for index, ask in asked.items() if ask.effect.request == request), -1)
 
 
 _LEVELS = {fx.Level.INFO: 20, fx.Level.WARNING: 30, fx.Level.ERROR: 40}

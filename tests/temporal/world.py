@@ -51,8 +51,19 @@ class World:
             await self.release.wait()
             return {"done": True}
 
+        async def charge(args: JsonObject, call: ToolCall) -> JsonObject:
+            self.runs.append("charge")
+            return {"charged": args.get("cents")}
+
+        async def huge(args: JsonObject, call: ToolCall) -> JsonObject:
+            self.runs.append("huge")
+            return {"text": "x" * 100_000}
+
         registry.register(lookup, parameters=CENTS)
         registry.register(slow, parameters=CENTS)
+        registry.register(charge, parameters=CENTS, requires_approval=True)
+        registry.register(huge, parameters=CENTS)
+        registry.register(slow, name="brief", parameters=CENTS, timeout=0.5)
         return TurnPorts(
             provider=self.provider, registry=registry, channel=self.channel, control=self.control
         )

@@ -19,7 +19,8 @@ from pathlib import Path
 import discord
 
 from toolloop.effects.discord.bot import ToolloopBot
-from toolloop.effects.discord.settings import TOKEN, BotSettings, MissingSetting
+from toolloop.effects.discord.settings import JOURNAL, TOKEN, BotSettings, MissingSetting
+from toolloop.effects.durable.journal import Journal, JournalError
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.tools import demo_model
 from toolloop.tools.demo import demo_registry
@@ -45,6 +46,9 @@ def main(env: Mapping[str, str] | None = None, config: Path | None = None) -> in
             asyncio.run(serve(settings))
     except demo_model.BadKey as error:
         print(f"toolloop discord: bad setting: {error}", file=sys.stderr)
+        return 2
+    except JournalError as error:
+        print(f"toolloop discord: bad setting: {JOURNAL}: {error}", file=sys.stderr)
         return 2
     except (discord.LoginFailure, discord.PrivilegedIntentsRequired) as error:
         print(f"toolloop discord: {refused_login(error)}", file=sys.stderr)
@@ -78,11 +82,18 @@ def model_provider(settings: BotSettings, url: str) -> OpenAICompatProvider:
 
 
 async def serve(settings: BotSettings) -> None:
-    """Log in and answer messages until the bot is closed."""
-    with demo_model.endpoint(settings.base_url) as url:
-        provider = model_provider(settings, url)
-        async with (
-            provider,
-            ToolloopBot(settings, provider=provider, registry=demo_registry()) as bot,
-        ):
-            await bot.start(settings.token)
+    """Log in and answer messages until the bot is closed; the journal, if there is one, is
+    opened first (a file that cannot be one is refused before the login)."""
+    journal = None if settings.journal is None else await Journal.open(settings.journal)
+    try:
+        with demo_model.endpoint(settings.base_url) as url:
+            provider = model_provider(settings, url)
+            registry = demo_registry()
+            async with (
+                provider,
+                ToolloopBot(settings, provider=provider, registry=registry, journal=journal) as bot,
+            ):
+                await bot.start(settings.token)
+    finally:
+        if journal is not None:
+            await journal.close()

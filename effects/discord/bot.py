@@ -111,6 +111,8 @@ class ToolloopBot(discord.Client):
         self.settings, self.provider, self.registry = settings, provider, registry
         self.clock, self.on_event = clock, on_event
         self.journal = journal
+        self._own_journal: Journal | None = None
+        """The journal `setup_hook` opened, which `close` closes."""
         self.tree = app_commands.CommandTree(self)
         self.turns = TurnManager(
             self.respond,
@@ -136,7 +138,7 @@ class ToolloopBot(discord.Client):
         the turns the journal holds (`resume_turns`)."""
         self.approvals.install(self)
         if self.journal is None and self.settings.journal is not None:
-            self.journal = await Journal.open(self.settings.journal)
+            self.journal = self._own_journal = await Journal.open(self.settings.journal)
         await sync_commands(self.tree)
         await self.resume_turns()
 
@@ -257,8 +259,8 @@ class ToolloopBot(discord.Client):
             await self.turns.suspend()
         else:
             await self.turns.close()
-        if self.journal is not None and self.settings.journal is not None:
-            await self.journal.close()  # the one `setup_hook` opened
+        if self._own_journal is not None:
+            await self._own_journal.close()  # the one `setup_hook` opened
         await super().close()
 
     # -- one turn --------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from toolloop.effects.discord import BotSettings, ToolloopBot
 from toolloop.effects.registry import ToolRegistry
 from toolloop.engine.events import TurnStarted
 from toolloop.states import LoopConfig, TurnSettings
+from toolloop.tools import discord_bot
 
 UNKNOWN_CHANNEL = 10003
 
@@ -164,3 +165,54 @@ def test_a_bot_closed_with_a_journal_leaves_its_running_reply_to_the_next_start(
     assert len(resumed) == 1
     assert contents_after == ["Let me check."]
     assert posts == 1
+
+
+def test_toolloop_discord_refuses_a_journal_file_that_is_not_one_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TOOLLOOP_JOURNAL naming a text file: exit 2 before the login, one line naming the
+    variable, the file and what is wrong."""
+    path = tmp_path / "notes.txt"
+    path.write_text("not a journal\n" * 400)
+    env = {"DISCORD_TOKEN": "abc", "TOOLLOOP_JOURNAL": str(path)}
+    assert discord_bot.main(env) == 2
+    assert capsys.readouterr().err.startswith(
+        f"toolloop discord: bad setting: TOOLLOOP_JOURNAL: journal {path}: "
+        "not a readable SQLite file"
+    )
+
+
+def test_a_journal_named_in_the_settings_is_opened_on_start_and_closed_with_the_bot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`BotSettings(journal=path)`: `setup_hook` opens it and resumes its turn; closing the
+    bot closes it (the file opens again at once)."""
+
+    async def disconnect(client: discord.Client) -> None:
+        await client.http.close()
+
+    monkeypatch.setattr(discord.Client, "close", disconnect)
+
+    async def main() -> tuple[list[str], list[str]]:
+        async with DiscordServer() as server:
+            client = ToolloopBot(
+                BotSettings(token="test", access=EVERY_MESSAGE, journal=tmp_path / "j.db"),
+                provider=ScriptProvider(completed("Resumed.")),
+                registry=ToolRegistry(),
+                intents=discord.Intents.all(),
+            )
+            await configured(client)
+            await server.connect(client, monkeypatch)
+            client._connection.application_id = 4242
+            async with await Journal.open(tmp_path / "j.db") as journal:
+                await journaled(journal, 123_456_789_012_345_678)
+            await client.setup_hook()
+            await client.turns.wait_idle()
+            await client.close()
+            async with await Journal.open(tmp_path / "j.db") as journal:
+                keys = [turn.key for turn in await journal.unfinished()]
+            return keys, server.contents(123_456_789_012_345_678)
+
+    keys, shown = run(main)
+    assert keys == []
+    assert shown == ["Resumed."]

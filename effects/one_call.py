@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import attrs
 
-from toolloop.effects.config import environment_config
+from toolloop.effects.config_loading import environment_config
 from toolloop.effects.console import ConsoleChannel
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.interpreter import Observer, run_tool_loop

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from toolloop.effects.config import environment_config
+from toolloop.effects.config_loading import environment_config
 from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.notices import NoticeCatalog
 from toolloop.effects.observe import HostObserver

@@ -36,7 +36,7 @@ from toolloop.engine.commands import (
     StreamOnce,
     TakeStashedContext,
 )
-from toolloop.engine.config import LoadedConfig, parse_config
+from toolloop.engine.config_parsing import LoadedConfig, parse_config
 from toolloop.engine.events import (
     Event,
     StashTaken,

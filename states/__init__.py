@@ -18,18 +18,18 @@ from toolloop.states.calls import (
     StreamStatus,
     TokenUsage,
 )
-from toolloop.states.config import (
-    SOFT_WARN_ITERATION_THRESHOLD,
-    SUPPRESS_FOLLOW_UP_AFTER_PRE_TOOL_TEXT,
-    ConfigWarning,
-    LoopConfig,
-)
 from toolloop.states.iteration import (
     BatchCall,
     ContextState,
     IterationState,
     PendingCall,
     Phase,
+)
+from toolloop.states.loop_config import (
+    SOFT_WARN_ITERATION_THRESHOLD,
+    SUPPRESS_FOLLOW_UP_AFTER_PRE_TOOL_TEXT,
+    ConfigWarning,
+    LoopConfig,
 )
 from toolloop.states.results import (
     GenerationTurnResult,

@@ -8,7 +8,7 @@ import attrs
 
 from toolloop.states.approval import ApprovalStatus
 from toolloop.states.calls import FunctionCall, JsonObject, StreamResult
-from toolloop.states.config import LoopConfig
+from toolloop.states.loop_config import LoopConfig
 from toolloop.states.results import GenerationTurnResult
 from toolloop.states.tools import ToolHistoryEntry, ToolResult
 from toolloop.states.turn import ContextItem, Sticker, TurnSettings

@@ -90,7 +90,7 @@ FACADES = {
     },
     "toolloop.gemini": {"GeminiProvider", "DEFAULT_BASE_URL", "SKIP_SIGNATURE"},
     "toolloop.discord": {
-        *("ToolloopBot", "BotSettings", "Persona", "DiscordChannel", "TurnManager"),
+        *("ToolloopBot", "BotSettings", "DiscordPersona", "DiscordChannel", "TurnManager"),
         *("TurnRequest", "EditWindow", "Voice", "BotVoice", "WebhookVoice", "Clock"),
         *("AnyioClock", "cut_page", "notice_embed", "DeliveryError", "MissingSetting"),
         *("Access", "addressed", "read_message", "prompt", "no_pings", "paginate", "Page"),
@@ -182,8 +182,6 @@ class TestTheFacades:
         """A name two facades share (`StreamResult`, `ToolResult`, ...) is one object."""
         seen: dict[str, object] = {name: getattr(toolloop, name) for name in PUBLIC}
         for facade in sorted(FACADES):
-            if facade == "toolloop.discord":  # its `Persona` is the Discord persona
-                continue
             module = importlib.import_module(facade)
             for name in module.__all__:
                 assert seen.setdefault(name, getattr(module, name)) is getattr(module, name), name

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from toolloop.effects.registry import stash, tool_registry
-from toolloop.engine.config import VARIABLES
+from toolloop.engine.config_parsing import VARIABLES
 from toolloop.states import LoopConfig, json_policy
 
 PAGE = (Path(__file__).parents[1] / "docs" / "reliability.md").read_text()

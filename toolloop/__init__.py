@@ -16,7 +16,7 @@ httpx, attrs, cattrs and jsonschema.
 """
 
 from toolloop.effects.approvals import MemoryApprovals
-from toolloop.effects.config import load_config
+from toolloop.effects.config_loading import load_config
 from toolloop.effects.console import ConsoleChannel
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.interpreter import ImpersonationAborted, run_tool_loop

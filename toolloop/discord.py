@@ -19,10 +19,10 @@ from toolloop.effects.discord import (
     DeliveryError,
     DiscordApprovals,
     DiscordChannel,
+    DiscordPersona,
     EditWindow,
     MissingSetting,
     Page,
-    Persona,
     ToolloopBot,
     TurnApprovals,
     TurnManager,
@@ -44,7 +44,7 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     # a whole bot
     "ToolloopBot",
     "BotSettings",
-    "Persona",
+    "DiscordPersona",
     # who it answers, what it reads of a message and a conversation, whom it may ping
     "Access",
     "addressed",

@@ -16,7 +16,7 @@ import trio.testing
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.interpreter import Observer, run_tool_loop
 from toolloop.effects.ports import Notice
-from toolloop.engine.config import parse_config
+from toolloop.engine.config_parsing import parse_config
 from toolloop.engine.events import Event
 from toolloop.engine.step import Step
 from toolloop.engine.trace import Trace, TraceStep

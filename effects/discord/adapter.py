@@ -76,7 +76,7 @@ class DeliveryError(ToolloopError, RuntimeError):
 
 
 @attrs.frozen(kw_only=True)
-class Persona:
+class DiscordPersona:
     """The webhook identity the persona speaks with."""
 
     name: str
@@ -135,7 +135,7 @@ class WebhookVoice:
     """The persona's messages through a channel's webhook (a webhook cannot reply)."""
 
     webhook: discord.Webhook
-    persona: Persona
+    persona: DiscordPersona
     thread: discord.Thread | None = None
 
     async def send(

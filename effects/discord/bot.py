@@ -27,7 +27,7 @@ from discord import app_commands
 
 from toolloop.effects.discord.adapter import (
     DiscordChannel,
-    Persona,
+    DiscordPersona,
     Place,
     Voice,
     WebhookVoice,
@@ -52,8 +52,7 @@ from toolloop.effects.observe import HostEvent, HostObserver
 from toolloop.effects.ports import Provider, ToolRegistryPort
 from toolloop.effects.registry.stash import ContextStash
 from toolloop.effects.turn import Attempt, prepared, run_generation_turn, wants_verbatim
-from toolloop.states import ContextItem, GenerationTurnResult, Sticker, TurnSettings
-from toolloop.states import Persona as TurnPersona
+from toolloop.states import ContextItem, GenerationTurnResult, Persona, Sticker, TurnSettings
 
 log = logging.getLogger("toolloop.discord")
 WEBHOOK_NAME = "toolloop"
@@ -290,7 +289,7 @@ class ToolloopBot(discord.Client):
         return self._voices[place.id]
 
     async def _webhook_voice(
-        self, place: discord.TextChannel | discord.Thread, persona: Persona
+        self, place: discord.TextChannel | discord.Thread, persona: DiscordPersona
     ) -> Voice | None:
         parent = place.parent if isinstance(place, discord.Thread) else place
         if not isinstance(parent, discord.TextChannel):
@@ -346,7 +345,7 @@ class ToolloopBot(discord.Client):
         name, guild = self.speaker, trigger.guild
         turn = TurnSettings(
             locale=self.settings.locale,
-            persona=TurnPersona(name=name),
+            persona=Persona(name=name),
             context=(
                 ContextItem(kind="system", content=SYSTEM.format(name=name)),
                 *conversation,

@@ -20,7 +20,7 @@ from pathlib import Path
 import attrs
 
 from toolloop.effects.discord.access import Access
-from toolloop.effects.discord.adapter import Persona
+from toolloop.effects.discord.adapter import DiscordPersona
 from toolloop.states.errors import ToolloopError
 
 TOKEN = "DISCORD_TOKEN"
@@ -102,7 +102,7 @@ class BotSettings:
     """An OpenAI-compatible endpoint; None serves the embedded demo model on loopback."""
     model: str | None = None
     api_key: str | None = None
-    persona: Persona | None = None
+    persona: DiscordPersona | None = None
     """Speak as this webhook identity; None speaks as the bot."""
     stop_phrase: str | None = None
     thought_log_channel: int | None = None
@@ -166,12 +166,13 @@ class _Source:
                 "(Discord Developer Portal > your application > Bot > Reset Token)"
             )
         name, stale = self.text(PERSONA), self.decimal(STALE, *STALE_RANGE)
+        avatar = self.text(AVATAR) or None
         return BotSettings(
             token=token,
             base_url=self.text(BASE_URL) or None,
             model=self.text(MODEL) or None,
             api_key=self.text(API_KEY) or None,
-            persona=Persona(name=name, avatar_url=self.text(AVATAR) or None) if name else None,
+            persona=DiscordPersona(name=name, avatar_url=avatar) if name else None,
             stop_phrase=self.text(STOP_PHRASE) or None,
             thought_log_channel=self.whole(THOUGHT_LOG, 1, SNOWFLAKE_MAX),
             stale_turn_seconds=600.0 if stale is None else stale,

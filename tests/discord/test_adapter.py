@@ -28,8 +28,8 @@ from tests.effects.harness import ScriptProvider, calling, completed
 from toolloop.effects.discord import (
     DeliveryError,
     DiscordChannel,
+    DiscordPersona,
     EditWindow,
-    Persona,
     WebhookVoice,
     notice_embed,
 )
@@ -435,7 +435,7 @@ class TestWebhookIdentity:
             async with WebhookServer(channel().id) as server, aiohttp.ClientSession() as session:
                 monkeypatch.setattr(discord.http.Route, "BASE", server.base_url)
                 hook = discord.Webhook.partial(WEBHOOK_ID, TOKEN, session=session)
-                voice = WebhookVoice(hook, Persona(name="Tomo", avatar_url=AVATAR))
+                voice = WebhookVoice(hook, DiscordPersona(name="Tomo", avatar_url=AVATAR))
                 clock = VirtualClock()
                 port = await DiscordChannel(
                     channel(), window=EditWindow(), persona=voice, clock=clock

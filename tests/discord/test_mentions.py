@@ -21,8 +21,8 @@ from tests.effects.harness import ScriptProvider, completed
 from toolloop.effects.discord import (
     BotSettings,
     DiscordChannel,
+    DiscordPersona,
     EditWindow,
-    Persona,
     ToolloopBot,
     WebhookVoice,
     no_pings,
@@ -101,7 +101,7 @@ class TestMentionPolicy:
             async with WebhookServer(channel().id) as server, aiohttp.ClientSession() as session:
                 monkeypatch.setattr(discord.http.Route, "BASE", server.base_url)
                 hook = discord.Webhook.partial(WEBHOOK_ID, TOKEN, session=session)
-                voice = WebhookVoice(hook, Persona(name="Tomo"))
+                voice = WebhookVoice(hook, DiscordPersona(name="Tomo"))
                 clock = VirtualClock()
                 async with DiscordChannel(
                     channel(), window=EditWindow(), persona=voice, clock=clock

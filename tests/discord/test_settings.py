@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolloop.effects.discord import Access, BadSetting, BotSettings, MissingSetting, Persona
+from toolloop.effects.discord import Access, BadSetting, BotSettings, DiscordPersona, MissingSetting
 from toolloop.tools.cli import main
 from toolloop.tools.discord_bot import model_provider
 
@@ -42,7 +42,7 @@ class TestFromEnv:
             base_url="http://127.0.0.1:8080/v1",
             model="qwen",
             api_key="sk-x",
-            persona=Persona(name="Tomo", avatar_url="https://cdn.example.org/t.png"),
+            persona=DiscordPersona(name="Tomo", avatar_url="https://cdn.example.org/t.png"),
             stop_phrase="stop",
             thought_log_channel=123456789012345678,
             stale_turn_seconds=90.0,
@@ -192,7 +192,7 @@ class TestFromFile:
         settings = BotSettings.from_file(config, {"TOOLLOOP_LOCALE": "de", "OTHER": "x"})
         assert settings == BotSettings(
             token="from-file",
-            persona=Persona(name="Tomo"),
+            persona=DiscordPersona(name="Tomo"),
             stale_turn_seconds=90.0,
             ping_replied_user=False,
             locale="de",
@@ -252,7 +252,7 @@ class TestFromFile:
         config.write_text(sample, "utf-8")
         settings = BotSettings.from_file(config, {"DISCORD_TOKEN": "t"})
         assert (settings.persona, settings.stale_turn_seconds, settings.locale) == (
-            Persona(name="Tomo"),
+            DiscordPersona(name="Tomo"),
             300.0,
             "de",
         )

@@ -32,7 +32,7 @@ import pytest
 
 from tests.durable.crash import CrashingJournal, When
 from toolloop.durable import Journal, JournaledTurn, TurnPorts, resume, run_journaled
-from toolloop.engine.config import parse_config
+from toolloop.engine.config_parsing import parse_config
 from toolloop.engine.events import StreamEnded
 from toolloop.states import GenerationTurnResult
 from toolloop.tools.scenario import Scenario, load_scenario

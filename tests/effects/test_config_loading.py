@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from toolloop.effects.config import load_config
+from toolloop.effects.config_loading import load_config
 
 
 def test_process_environment_is_the_default_source(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -24,12 +24,12 @@ def test_warnings_are_logged_once_at_warning_when_loaded(caplog: pytest.LogCaptu
     assert records == [
         (
             logging.WARNING,
-            "toolloop.effects.config",
+            "toolloop.effects.config_loading",
             "BOT_MAX_CONSECUTIVE_TOOL_ERRORS='lots' is not an integer from 1 to 1000; using 5",
         ),
         (
             logging.WARNING,
-            "toolloop.effects.config",
+            "toolloop.effects.config_loading",
             "TOOL_EXECUTION_TIMEOUT_MS='5' is not an integer from 10000 to 86400000; using 300000",
         ),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolloop.engine.config import VARIABLES, parse_config
+from toolloop.engine.config_parsing import VARIABLES, parse_config
 from toolloop.states import ConfigWarning, LoopConfig
 
 

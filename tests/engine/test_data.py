@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from toolloop import states
-from toolloop.engine import actions, commands, config, events, trace
+from toolloop.engine import actions, commands, config_parsing, events, trace
 
 
 def _classes(*modules: ModuleType) -> list[type]:
@@ -20,7 +20,7 @@ def _classes(*modules: ModuleType) -> list[type]:
     )
 
 
-DATA = _classes(states, config, events, commands, actions, trace)
+DATA = _classes(states, config_parsing, events, commands, actions, trace)
 
 
 @pytest.mark.parametrize("cls", DATA, ids=lambda cls: cls.__qualname__)

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolloop.engine.config import VARIABLES, parse_config
+from toolloop.engine.config_parsing import VARIABLES, parse_config
 from toolloop.engine.trace import TraceError, load_lines
 from toolloop.tools.scenario import ScenarioError, parse_scenario
 

@@ -28,7 +28,7 @@ from toolloop.engine.commands import (
     StartTool,
     StreamOnce,
 )
-from toolloop.engine.config import parse_config
+from toolloop.engine.config_parsing import parse_config
 from toolloop.engine.events import (
     ApprovalDecided,
     Event,

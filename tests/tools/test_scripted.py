@@ -13,7 +13,7 @@ import trio.testing
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.registry import ToolRegistry
-from toolloop.engine.config import parse_config
+from toolloop.engine.config_parsing import parse_config
 from toolloop.states import GenerationTurnResult, StreamError, StreamStatus, TurnStatus
 from toolloop.tools.scenario import parse_scenario
 from toolloop.tools.scripted import (

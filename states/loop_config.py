@@ -1,4 +1,4 @@
-"""The loop's limits (SPEC section 2), as parsed by `toolloop.engine.config`."""
+"""The loop's limits (SPEC section 2), as parsed by `toolloop.engine.config_parsing`."""
 
 import attrs
 

@@ -1,7 +1,7 @@
 """Loading the configuration (SPEC section 2): parse it, and log every warning once.
 
 `load_config` is what a bot calls: it reads the process environment (or the
-mapping given), parses it with `toolloop.engine.config.parse_config` and logs
+mapping given), parses it with `toolloop.engine.config_parsing.parse_config` and logs
 each `ConfigWarning` once, at WARNING, on this module's logger, so a typo in a
 variable is never silent; the warnings are returned as well. The value is
 logged quoted with Python's escapes (`repr`), since it is whatever the
@@ -16,7 +16,7 @@ import logging
 import os
 from collections.abc import Mapping
 
-from toolloop.engine.config import VARIABLES, LoadedConfig, parse_config
+from toolloop.engine.config_parsing import VARIABLES, LoadedConfig, parse_config
 from toolloop.states import LoopConfig
 
 log = logging.getLogger(__name__)

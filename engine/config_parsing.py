@@ -9,7 +9,7 @@ no-break space) are both refused, although `int` would take either; a value
 of only such whitespace is not blank. The maximums keep every later use in
 range: a timeout in milliseconds of at most a day converts to seconds and
 deadlines without overflow, and a number of more digits than the maximum has
-is never handed to `int`. Parsing is pure; `toolloop.effects.config.load_config` reads
+is never handed to `int`. Parsing is pure; `toolloop.effects.config_loading.load_config` reads
 the process environment and logs the warnings.
 """
 

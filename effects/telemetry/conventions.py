@@ -31,10 +31,16 @@ TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 TOOL_RESULT = "gen_ai.tool.call.result"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 ERROR_TYPE = "error.type"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+TOKEN_TYPE = "gen_ai.token.type"
 
 OPERATION_DURATION = "gen_ai.client.operation.duration"
+TOKEN_USAGE = "gen_ai.client.token.usage"
 
 # toolloop's own, under its namespace.
+REASONING_TOKENS = "toolloop.usage.reasoning_tokens"
+"""Of the output tokens, those the model spent reasoning (v1.41.0 names no attribute for it)."""
 ATTEMPT = "toolloop.attempt"
 ITERATION = "toolloop.iteration"
 STREAM_STATUS = "toolloop.stream.status"

@@ -7,7 +7,8 @@ whose `observer` and `on_event` are handed to `run_generation_turn` or
 attempt of the fallback chain:
 
 * a `chat {model}` span per provider call, from the step that starts the stream
-  to the step that reads its result;
+  to the step that reads its result, with the tokens it used when the provider
+  reported them (summed on the turn span, and the token usage histogram);
 * an `execute_tool {name}` span per tool call, from its `ToolStarted` (or its
   first `ApprovalAsked`) to its `ToolFinished` host event (the calls of a batch
   are siblings; `toolloop.effects.telemetry.tool_spans`);
@@ -64,6 +65,7 @@ from toolloop.states import (
     ProviderDescriptor,
     StreamError,
     StreamStatus,
+    TokenUsage,
     ToolResult,
     TurnSettings,
     TurnStatus,
@@ -136,6 +138,11 @@ class Telemetry:
         self._meter_provider = meter_provider
         self.duration = meter.create_histogram(
             sc.OPERATION_DURATION, unit="s", description="GenAI operation duration"
+        )
+        self.token_usage = meter.create_histogram(
+            sc.TOKEN_USAGE,
+            unit="{token}",
+            description="Measures number of input and output tokens used",
         )
         self.iterations = meter.create_histogram(
             "toolloop.turn.iterations", unit="{iteration}", description="Iterations per attempt"
@@ -222,6 +229,7 @@ class TurnTrace:
         self._chat_attributes: dict[str, Any] = {}
         self._tools = ToolSpans(telemetry, self._context)
         self._settled: ToolResult | None = None
+        self._usage: TokenUsage | None = None
         self._status: TurnStatus | None = None
 
     # -- the observer port ------------------------------------------------------------------
@@ -335,6 +343,9 @@ class TurnTrace:
             ended[sc.ERROR_TYPE] = kind
             metric = {**metric, sc.ERROR_TYPE: kind}
             span.set_status(Status(StatusCode.ERROR, _message(error)))
+        usage = result.usage
+        if usage is not None:
+            self._used(usage, ended)
         if self._telemetry.capture_content:
             message = {
                 "role": "assistant",
@@ -345,6 +356,17 @@ class TurnTrace:
         span.set_attributes(ended)
         span.end()
         self._telemetry.duration.record(time.monotonic() - self._chat_started, metric)
+
+    def _used(self, usage: TokenUsage, ended: dict[str, Any]) -> None:
+        """A call's reported tokens: on its span, in the histogram, and into the turn's sum."""
+        ended[sc.INPUT_TOKENS] = usage.input_tokens
+        ended[sc.OUTPUT_TOKENS] = usage.output_tokens
+        if usage.reasoning_tokens:
+            ended[sc.REASONING_TOKENS] = usage.reasoning_tokens
+        record, metric = self._telemetry.token_usage.record, self._chat_metric
+        record(usage.input_tokens, {**metric, sc.TOKEN_TYPE: "input"})
+        record(usage.output_tokens, {**metric, sc.TOKEN_TYPE: "output"})
+        self._usage = usage if self._usage is None else self._usage + usage
 
     # -- the turn ---------------------------------------------------------------------------
 
@@ -362,6 +384,9 @@ class TurnTrace:
         status = "raised" if self._status is None else self._status.value
         self._span.set_attribute(sc.TURN_STATUS, status)
         self._span.set_attribute("toolloop.turn.attempts", self._attempt + 1)
+        if self._usage is not None:  # every attempt's provider calls that reported it
+            self._span.set_attribute(sc.INPUT_TOKENS, self._usage.input_tokens)
+            self._span.set_attribute(sc.OUTPUT_TOKENS, self._usage.output_tokens)
         if self._status in FAILED_TURNS:
             self._span.set_status(Status(StatusCode.ERROR, status))
         self._telemetry.turns.add(1, {sc.TURN_STATUS: status})

@@ -326,11 +326,18 @@ class DiscordChannel:
         self, stream: Hashable, held: tuple[HeldMessage, ...], text: str, *, continues: bool
     ) -> None:
         """Take back an earlier process's messages of a stream and edit them up to `text`;
-        with `continues`, the next stream appends to them."""
+        with `continues`, the next stream appends to them. A webhook's message that is gone
+        (deleted meanwhile) starts the stream's text afresh in a new message."""
         if self._group is None:
             raise UsageError("use the DiscordChannel as `async with DiscordChannel(...)`")
         voice = self.persona or self.bot
-        messages = [await voice.sent(int(message.message_id)) for message in held]
+        try:
+            messages = [await voice.sent(int(message.message_id)) for message in held]
+        except discord.NotFound:
+            log.warning(
+                "a message of channel %s was deleted: the reply starts anew", self.channel_id
+            )
+            messages, held = [], ()
         self.messages += messages
         self._replied = True
         writer = _Writer(self, None, key=stream)
@@ -472,7 +479,10 @@ class _Writer:
 
     def adopt(self, held: list[tuple[Sent, str]], text: str) -> None:
         """Continue an earlier process's messages of the stream, which hold the start of `text`:
-        the last one is the current page, edited up to the rest of `text`."""
+        the last one is the current page, edited up to the rest of `text` (none: a new one)."""
+        if not held:
+            self.tail = text
+            return
         *finished, (last, shown) = held
         self.messages = [message for message, _ in held]
         self.pages = [(message.id, body) for message, body in finished]

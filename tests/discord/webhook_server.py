@@ -2,8 +2,8 @@
 
 dpytest fakes the bot's own HTTP client but not webhooks, which discord.py
 sends through their own adapter over aiohttp. This aiohttp server answers the
-three routes the adapter uses (execute with `wait`, edit and delete a webhook
-message) the way Discord does, and records every request; `discord.http.Route`
+routes the adapter uses (execute with `wait`, fetch, edit and delete a
+webhook message) the way Discord does, and records every request; `discord.http.Route`
 is pointed at it, so the requests are discord.py's own, over real HTTP.
 """
 
@@ -37,6 +37,7 @@ class WebhookServer:
         app = web.Application()
         base = f"/api/v10/webhooks/{WEBHOOK_ID}/{TOKEN}"
         app.router.add_post(base, self._execute)
+        app.router.add_get(base + "/messages/{message}", self._fetch)
         app.router.add_patch(base + "/messages/{message}", self._edit)
         app.router.add_delete(base + "/messages/{message}", self._delete)
         self._runner = web.AppRunner(app)
@@ -58,6 +59,16 @@ class WebhookServer:
         self.requests.append(Request("POST", None, body))
         message_id = next(self._ids)
         self.messages[message_id] = self._message(message_id, body)
+        return _json(self.messages[message_id])
+
+    async def _fetch(self, request: web.Request) -> web.Response:
+        message_id = int(request.match_info["message"])
+        self.requests.append(Request("GET", message_id, {}))
+        if message_id not in self.messages:
+            unknown = {"message": "Unknown Message", "code": 10008}
+            return web.Response(
+                body=json.dumps(unknown).encode(), status=404, content_type="application/json"
+            )
         return _json(self.messages[message_id])
 
     async def _edit(self, request: web.Request) -> web.Response:

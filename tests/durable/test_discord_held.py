@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable
 
+import aiohttp
 import anyio
+import discord
 import pytest
 
 from tests.discord.conftest import VirtualClock, channel, configured, run
 from tests.discord.discord_server import DiscordServer
+from tests.discord.webhook_server import TOKEN, WEBHOOK_ID, WebhookServer
 from toolloop.durable import HeldMessage, HoldingChannel
-from toolloop.effects.discord import DiscordChannel, EditWindow
+from toolloop.effects.discord import DiscordChannel, EditWindow, Persona, WebhookVoice
 from toolloop.effects.ports import StreamSpan
 
 SPAN = StreamSpan(attempt=0, iteration=0, reply_to=None)
@@ -154,3 +157,50 @@ def test_a_held_message_deleted_meanwhile_continues_in_a_new_one(
     contents, _, posts = on_loopback(monkeypatch, scene)
     assert contents == ["Let me check."]
     assert posts == 2
+
+
+def on_the_webhook(monkeypatch: pytest.MonkeyPatch, deleted: bool) -> tuple[list[str], int]:
+    """A persona's message "Let me " of an earlier process, restored (and continued) through
+    the webhook, or deleted meanwhile: the webhook's messages afterwards, and how many it
+    created."""
+
+    async def main() -> tuple[list[str], int]:
+        await configured()
+        async with WebhookServer(channel().id) as server, aiohttp.ClientSession() as session:
+            monkeypatch.setattr(discord.http.Route, "BASE", server.base_url)
+            hook = discord.Webhook.partial(WEBHOOK_ID, TOKEN, session=session)
+            earlier = await hook.send("Let me", username="Tomo", wait=True)
+            if deleted:
+                server.messages.clear()
+            voice = WebhookVoice(hook, Persona(name="Tomo"))
+            clock = VirtualClock()
+            async with DiscordChannel(
+                channel(), window=EditWindow(), persona=voice, clock=clock
+            ) as port:
+                held = (HeldMessage(message_id=str(earlier.id), text="Let me "),)
+                await port.restore(7, held, "Let me ", continues=True)
+                port.stream_started(SPAN)
+                await port.send_text("check.", reply_to=None)
+                port.stream_ended(SPAN)
+                for _ in range(10):
+                    await tick(clock)
+            posts = sum(1 for r in server.requests if r.method == "POST")
+            return [m["content"] for m in server.messages.values()], posts
+
+    return run(main)
+
+
+def test_a_personas_message_is_taken_back_through_its_webhook_and_continued(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only the webhook may edit the persona's message: it is fetched through the webhook
+    and edited on, no new message."""
+    assert on_the_webhook(monkeypatch, deleted=False) == (["Let me check."], 1)
+
+
+def test_a_personas_message_deleted_meanwhile_starts_the_reply_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The webhook answers 404 for the earlier message: the reply's whole text goes out in a
+    new message, none of it lost."""
+    assert on_the_webhook(monkeypatch, deleted=True) == (["Let me check."], 2)

@@ -18,7 +18,7 @@ from tests.discord.conftest import VirtualClock, channel, configured, run
 from tests.discord.discord_server import DiscordServer
 from tests.discord.webhook_server import TOKEN, WEBHOOK_ID, WebhookServer
 from toolloop.durable import HeldMessage, HoldingChannel
-from toolloop.effects.discord import DiscordChannel, EditWindow, Persona, WebhookVoice
+from toolloop.effects.discord import DiscordChannel, DiscordPersona, EditWindow, WebhookVoice
 from toolloop.effects.ports import StreamSpan
 
 SPAN = StreamSpan(attempt=0, iteration=0, reply_to=None)
@@ -172,7 +172,7 @@ def on_the_webhook(monkeypatch: pytest.MonkeyPatch, deleted: bool) -> tuple[list
             earlier = await hook.send("Let me", username="Tomo", wait=True)
             if deleted:
                 server.messages.clear()
-            voice = WebhookVoice(hook, Persona(name="Tomo"))
+            voice = WebhookVoice(hook, DiscordPersona(name="Tomo"))
             clock = VirtualClock()
             async with DiscordChannel(
                 channel(), window=EditWindow(), persona=voice, clock=clock

@@ -237,7 +237,14 @@ def dispatch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     context = tool_call.tool_context(
         draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
     )
-    effects.append(_new_dispatch_tool(call=tool_call.renamed(call, name), context=context))
+    effects.append(
+        _new_dispatch_tool(
+            call=tool_call.renamed(call, name),
+            context=context,
+            pre_tool_text=event.result.accumulated_text,
+            text_suppressed=draft.suppress_text_output,
+        )
+    )
     draft.pending = _new_pending_call(stream=event.result, name=name)
 
 
@@ -293,12 +300,29 @@ def _start_ready(draft: Draft, effects: list[Effect]) -> None:
         draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
     )
     alone = sum(call.running for call in batch) == 1 and not any(call.waiting for call in batch)
+    text, suppressed = pending.stream.accumulated_text, draft.suppress_text_output
     if len(starting) == 1 and alone:
         index = starting[0]
-        effects.append(_new_dispatch_tool(call=batch[index].call, context=context, index=index))
+        effects.append(
+            _new_dispatch_tool(
+                call=batch[index].call,
+                context=context,
+                index=index,
+                pre_tool_text=text,
+                text_suppressed=suppressed,
+            )
+        )
         return
     for index in starting:
-        effects.append(StartTool(call=batch[index].call, context=context, index=index))
+        effects.append(
+            StartTool(
+                call=batch[index].call,
+                context=context,
+                index=index,
+                pre_tool_text=text,
+                text_suppressed=suppressed,
+            )
+        )
     effects.append(_AWAIT_TOOLS)
 
 

@@ -81,6 +81,10 @@ class DispatchTool:
     context: ToolContext
     index: int = 0
     """The call's position in its batch, which its `ToolSettled` carries back."""
+    pre_tool_text: str = ""
+    """The text the model streamed before asking for the call: the tool's live stream."""
+    text_suppressed: bool = False
+    """Whether that text was withheld from the user (a NovelAI retry, SPEC 4 step 3)."""
 
 
 @attrs.frozen(kw_only=True, slots=False)
@@ -94,6 +98,10 @@ class StartTool:
     call: FunctionCall
     context: ToolContext
     index: int
+    pre_tool_text: str = ""
+    """As `DispatchTool.pre_tool_text`."""
+    text_suppressed: bool = False
+    """As `DispatchTool.text_suppressed`."""
 
 
 @attrs.frozen(kw_only=True, slots=False)

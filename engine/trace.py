@@ -44,7 +44,7 @@ from toolloop.states.convert import from_json, to_json
 from toolloop.states.errors import ToolloopError
 
 #: The format this module writes and the only one it reads.
-VERSION = 2
+VERSION = 3
 
 
 @attrs.frozen(kw_only=True)

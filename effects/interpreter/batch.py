@@ -57,7 +57,7 @@ class BatchStage(ToolStage):
         invocation = new_tool_invocation(
             killed=self._killed,
             notify=self._progress_notice(effect.context, run),
-            streaming=self._streaming_context(),
+            streaming=self._streaming_context(effect),
         )
         with run.scope:
             try:

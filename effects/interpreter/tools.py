@@ -32,7 +32,7 @@ class ToolStage(Announcer):
         invocation = new_tool_invocation(
             killed=self._killed,
             notify=self._progress_notice(context, call),
-            streaming=self._streaming_context(),
+            streaming=self._streaming_context(effect),
         )
         work = self.registry.execute(effect.call, context, invocation)
         return self._call(call, work, self._tool_settled)
@@ -49,15 +49,13 @@ class ToolStage(Announcer):
             return failure(f"Tool {name} was killed")
         return timed_out(name, call.timeout_ms)
 
-    def _streaming_context(self) -> StreamingContext:
-        """The live stream the calls being dispatched came from (SPEC 6 step 3)."""
-        state = self._state
-        assert state.pending is not None, "a dispatch always holds its call"
+    def _streaming_context(self, effect: fx.DispatchTool | fx.StartTool) -> StreamingContext:
+        """The live stream the call came from (SPEC 6 step 3), as its effect carries it."""
         return _new_streaming_context(
             reply_to=self.reply_to,
             identity=identity(self.turn),
-            pre_tool_text=state.pending.stream.accumulated_text,
-            text_suppressed=state.suppress_text_output,
+            pre_tool_text=effect.pre_tool_text,
+            text_suppressed=effect.text_suppressed,
         )
 
     def _tool_settled(self, run: ToolRun | Started, result: ToolResult) -> ToolSettled:

@@ -333,8 +333,7 @@ class TurnWorkflow:
         """The call's result: it settled, its timer ran out, the kill ended it, or its worker
         was lost and it runs again only if idempotent."""
         effect = run.effect
-        given, state = self._given, self._state
-        assert state is not None and state.pending is not None
+        given = self._given
         timeout_ms = self._facts[effect.index].timeout_ms
         name = effect.call.name
         again = False
@@ -345,8 +344,8 @@ class TurnWorkflow:
                     turn=lean(given.turn),
                     call=effect.call,
                     context=effect.context,
-                    pre_tool_text=state.pending.stream.accumulated_text,
-                    text_suppressed=state.suppress_text_output,
+                    pre_tool_text=effect.pre_tool_text,
+                    text_suppressed=effect.text_suppressed,
                     result_limit=given.result_limit,
                     again=again,
                     chores=chores,

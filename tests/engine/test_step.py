@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.engine.builders import call, done, fail, ok
+from tests.engine.builders import NOVELAI, call, done, fail, ok
 from tests.engine.drive import drive
 from toolloop.engine import actions
-from toolloop.engine.commands import Finish
+from toolloop.engine.commands import DispatchTool, Finish
 from toolloop.engine.events import StashTaken, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Group, InvalidEvent, initial_state, step
 from toolloop.engine.table import FINISHED, ROWS, TABLE, Move
@@ -116,3 +116,19 @@ def test_a_move_reads_as_its_string_in_a_printed_list() -> None:
     """`print([out.move])` shows `['started']`, as it did when moves were strings."""
     out = step(initial_state(LoopConfig(), TurnSettings()), TurnStarted())
     assert repr([out.move]) == "['started']" and out.move == "started"
+
+
+def test_the_dispatch_carries_the_pre_tool_text_and_whether_it_was_suppressed() -> None:
+    """The interpreter reads the stream's text and its suppression off `DispatchTool`, not the
+    state: after a NovelAI failure following visible text, the retry's call is suppressed."""
+    state = step(initial_state(LoopConfig(), TurnSettings(provider=NOVELAI)), TurnStarted()).state
+    out = step(state, StreamEnded(result=call(text="Sure.")))
+    first = out.effects[-1]
+    assert isinstance(first, DispatchTool)
+    assert (first.pre_tool_text, first.text_suppressed) == ("Sure.", False)
+    out = step(out.state, ToolSettled(result=fail()))
+    assert out.state.suppress_text_output
+    out = step(out.state, StreamEnded(result=call(text="Again.")))
+    retry = out.effects[-1]
+    assert isinstance(retry, DispatchTool)
+    assert (retry.pre_tool_text, retry.text_suppressed) == ("Again.", True)

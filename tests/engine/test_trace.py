@@ -27,7 +27,7 @@ from toolloop.engine.trace import (
 )
 from toolloop.states import ContextItem, LoopConfig, Phase, TurnSettings
 
-START = json.dumps({"kind": "start", "version": 2, "config": {}, "turn": {}})
+START = json.dumps({"kind": "start", "version": 3, "config": {}, "turn": {}})
 EVENT = json.dumps({"kind": "event", "event": {"_type": "TurnStarted"}})
 STEP = json.dumps({"kind": "step", "move": "started", "source": "idle", "dest": "streaming"})
 END = json.dumps({"kind": "end", "steps": 1})
@@ -219,12 +219,16 @@ REUSE = json.dumps({"kind": "event", "event": {"_type": "TurnStarted"}, "reuse":
         ),
         ([START, REUSE], "line 2: reuse, but no TurnStarted came before"),
         (
-            [START.replace('"version": 2', '"version": 3')],
-            "line 1: a trace written by format 3; this toolloop reads format 2 only",
+            [START.replace('"version": 3', '"version": 4')],
+            "line 1: a trace written by format 4; this toolloop reads format 3 only",
+        ),
+        (  # format 2's dispatch effects lack the pre-tool text: it cannot replay
+            [START.replace('"version": 3', '"version": 2')],
+            "line 1: a trace written by format 2; this toolloop reads format 3 only",
         ),
         (
-            [START.replace('"version": 2, ', "")],
-            "line 1: a trace written by an older toolloop (format 1); this toolloop reads format 2",
+            [START.replace('"version": 3, ', "")],
+            "line 1: a trace written by an older toolloop (format 1); this toolloop reads format 3",
         ),
     ],
 )

@@ -158,7 +158,7 @@ def test_a_trace_of_the_first_format_is_refused_with_its_version(
         assert_one_line_error(
             err,
             f"toolloop {command[0]}: {trace}: line 1: a trace written by an older toolloop "
-            "(format 1); this toolloop reads format 2 only: record the turn again",
+            "(format 1); this toolloop reads format 3 only: record the turn again",
         )
 
 

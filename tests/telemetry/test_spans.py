@@ -312,6 +312,10 @@ def environment() -> Iterator[dict[str, str]]:
         OTEL_METRICS_EXPORTER="none",
         OTEL_LOGS_EXPORTER="none",
         OTEL_SERVICE_NAME="toolloop-test",
+        # The batch processor's thread prints to the stdout the command prints to; its
+        # timed exports (every 5 s) could interleave with the demo's own lines on a
+        # loaded machine and cut a span object. Export once, at exit, after the command.
+        OTEL_BSP_SCHEDULE_DELAY="3600000",
     )
     yield env
 

@@ -59,7 +59,7 @@ under `toolloop.`; tests/states/test_errors.py keeps this drawing true)::
       ScriptedProviderError (RuntimeError)       tools.scripted
       ScriptedToolError (RuntimeError)           tools.scripted
       ChannelRefusedError (RuntimeError)         tools.scripted
-      ScenarioError (ValueError)                 tools.scenario
+      ScenarioError (ValueError)                 tools.scenario_json
       BadKey (ValueError)                        tools.demo_model
       DemoInputError (ValueError)                tools.demo_tools
 """

@@ -21,7 +21,8 @@ from pathlib import Path
 from toolloop.effects.observe.trace_file import trace_file
 from toolloop.engine.trace import TraceError, load_bytes, redacted, replay
 from toolloop.specs import diagram, invariants, paths
-from toolloop.tools.scenario import ScenarioError, load_scenario
+from toolloop.tools.scenario import load_scenario
+from toolloop.tools.scenario_json import ScenarioError
 
 Command = Callable[[argparse.Namespace], int]
 

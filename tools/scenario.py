@@ -5,16 +5,14 @@ inside it (`streams[3].call.name`) and what was expected there: `toolloop
 simulate` prints it and exits with status 2. Free-form values (`env` names,
 `parameters`, `args`, `data`, `thought_log`, `enhanced_context_item`) are only
 checked for their JSON type. A key written twice in one object is an error
-too, since JSON would silently keep the last one.
+too, since JSON would silently keep the last one. The checked reads, and the
+error, are `toolloop.tools.scenario_json`.
 """
 
 from __future__ import annotations
 
-import enum
-import json
-from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
@@ -34,23 +32,26 @@ from toolloop.states import (
     StreamStatus,
     Trigger,
     TurnSettings,
-    json_policy,
 )
-from toolloop.states.errors import ToolloopError
-
-E = TypeVar("E", bound=enum.Enum)
-
-
-class ScenarioError(ToolloopError, ValueError):
-    """A scenario file that cannot be run: where in it, and what was expected there."""
-
-    def __init__(self, file: str, path: str, expected: str, got: str) -> None:
-        where = f"{file}: {path}" if path else file
-        super().__init__(f"{where}: expected {expected}, got {got}")
-        self.file = file
-        self.path = path
-        self.expected = expected
-        self.got = got
+from toolloop.tools.scenario_json import (
+    Node,
+    Reader,
+    ScenarioError,
+    anything,
+    boolean,
+    integer,
+    json_object,
+    members,
+    non_empty,
+    nonblank,
+    optional_object,
+    optional_string,
+    parse_json,
+    read,
+    required,
+    string,
+    strings,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -177,163 +178,27 @@ def load_scenario(path: Path | str) -> Scenario:
 
 def parse_scenario(text: str, *, file: str = "<scenario>") -> Scenario:
     """Validate a scenario given as JSON text; `file` names it in errors."""
-    try:
-        raw = json_policy.loads(text, where=file, object_pairs_hook=_Object)
-    except json_policy.JsonInputError as error:
-        where = f"line {error.line} column {error.column}" if error.line else ""
-        if error.reason != error.problem:  # not JSON at all: the parser's reason
-            raise ScenarioError(file, where, "valid JSON", error.reason) from None
-        raise ScenarioError(file, "", "JSON within toolloop's bounds", error.problem) from None
-    return _scenario(_Node(file, "", raw))
+    return _scenario(parse_json(text, file))
 
 
-class _Object(dict[str, Any]):
-    """A JSON object that remembers the keys its text gave more than once."""
-
-    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
-        super().__init__(pairs)
-        keys = [key for key, _ in pairs]
-        self.duplicates = sorted({key for key in keys if keys.count(key) > 1})
-
-
-@attrs.frozen
-class _Node:
-    """A value of the file and its path, with checked reads that raise `ScenarioError`."""
-
-    file: str
-    path: str
-    value: Any
-
-    def fail(self, expected: str, got: str | None = None) -> ScenarioError:
-        return ScenarioError(
-            self.file, self.path, expected, _describe(self.value) if got is None else got
-        )
-
-    def child(self, key: str | int) -> _Node:
-        if isinstance(key, int):
-            return _Node(self.file, f"{self.path}[{key}]", self.value[key])
-        return _Node(self.file, f"{self.path}.{key}" if self.path else key, self.value[key])
-
-    def fields(self, allowed: Collection[str]) -> dict[str, _Node]:
-        """The object's members, after rejecting unknown and repeated keys."""
-        self.of_type(dict, "an object")
-        for key in self.value:
-            if key not in allowed:
-                keys = ", ".join(sorted(allowed))
-                raise _Node(self.file, self.child(key).path, None).fail(
-                    f"one of the keys {keys}", f"the unknown key {key!r}"
-                )
-        for key in self.value.duplicates:
-            raise self.child(key).fail("each key once", f"{key!r} twice")
-        return {key: self.child(key) for key in self.value}
-
-    def items(self) -> Iterator[_Node]:
-        self.of_type(list, "an array")
-        return (self.child(index) for index in range(len(self.value)))
-
-    def of_type(self, kind: type | tuple[type, ...], expected: str) -> Any:
-        if not isinstance(self.value, kind) or _is_bool_as_int(self.value, kind):
-            raise self.fail(expected)
-        return self.value
-
-    def enum(self, cls: type[E]) -> E:
-        names = ", ".join(member.value for member in cls)
-        self.of_type(str, f"one of {names}")
-        try:
-            return cls(self.value)
-        except ValueError:
-            raise self.fail(f"one of {names}") from None
-
-
-def _is_bool_as_int(value: Any, kind: type | tuple[type, ...]) -> bool:
-    """JSON `true` is not an integer, although Python's bool is an int."""
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return isinstance(value, bool) and bool not in kinds
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, dict):
-        return "an object"
-    return "an array" if isinstance(value, list) else json.dumps(value)
-
-
-Reader = Callable[[_Node], Any]
-
-
-def _read(fields: dict[str, _Node], key: str, reader: Reader, default: Any) -> Any:
-    return reader(fields[key]) if key in fields else default
-
-
-def _string(node: _Node) -> str:
-    value: str = node.of_type(str, "a string")
-    return value
-
-
-def _name(node: _Node) -> str:
-    value = _string(node)
-    if not value.strip():
-        raise node.fail("a non-blank name")
-    return value
-
-
-def _optional_string(node: _Node) -> str | None:
-    value: str | None = node.of_type((str, type(None)), "a string or null")
-    return value
-
-
-def _boolean(node: _Node) -> bool:
-    value: bool = node.of_type(bool, "true or false")
-    return value
-
-
-def _integer(node: _Node) -> int:
-    value: int = node.of_type(int, "an integer")
-    return value
-
-
-def _object(node: _Node) -> JsonObject:
-    value: JsonObject = node.of_type(dict, "an object")
-    return value
-
-
-def _optional_object(node: _Node) -> JsonObject | None:
-    value: JsonObject | None = node.of_type((dict, type(None)), "an object or null")
-    return value
-
-
-def _anything(node: _Node) -> Any:
-    return node.value
-
-
-def _strings(node: _Node) -> tuple[str, ...]:
-    return tuple(_string(item) for item in node.items())
-
-
-def _scenario(root: _Node) -> Scenario:
+def _scenario(root: Node) -> Scenario:
     fields = root.fields({"env", "turn", "tools", "streams"})
     if "streams" not in fields:
         raise ScenarioError(root.file, "streams", "a non-empty array of streams", "nothing")
     return Scenario(
         file=root.file,
-        env=_read(fields, "env", _env, {}),
-        turn=_read(fields, "turn", _turn, TurnSettings()),
-        tools=_read(fields, "tools", _tools, ()),
+        env=read(fields, "env", _env, {}),
+        turn=read(fields, "turn", _turn, TurnSettings()),
+        tools=read(fields, "tools", _tools, ()),
         streams=_streams(fields["streams"]),
     )
 
 
-def _env(node: _Node) -> dict[str, str | int]:
-    _object(node)
+def _env(node: Node) -> dict[str, str | int]:
+    json_object(node)
     return {
-        key: child.of_type((str, int), "a string or an integer") for key, child in _members(node)
+        key: child.of_type((str, int), "a string or an integer") for key, child in members(node)
     }
-
-
-def _members(node: _Node) -> Iterator[tuple[str, _Node]]:
-    """The members of a free-form object (its keys are not checked)."""
-    for key in node.value.duplicates:
-        raise node.child(key).fail("each key once", f"{key!r} twice")
-    return ((key, node.child(key)) for key in node.value)
 
 
 TURN_KEYS = {
@@ -343,90 +208,83 @@ TURN_KEYS = {
 }  # fmt: skip
 
 
-def _turn(node: _Node) -> TurnSettings:
+def _turn(node: Node) -> TurnSettings:
     fields = node.fields(TURN_KEYS)
     defaults = TurnSettings()
     readers: dict[str, Reader] = {
         "provider": _provider,
-        "surface_user_errors": _boolean,
-        "suppress_user_errors": _boolean,
-        "user_impersonation": _boolean,
-        "impersonated_username": _optional_string,
-        "impersonated_avatar_url": _optional_string,
-        "direct_message": _boolean,
-        "locale": _name,
+        "surface_user_errors": boolean,
+        "suppress_user_errors": boolean,
+        "user_impersonation": boolean,
+        "impersonated_username": optional_string,
+        "impersonated_avatar_url": optional_string,
+        "direct_message": boolean,
+        "locale": nonblank,
         "persona": _persona,
         "deliberate_mode": _deliberate_mode,
-        "stop_context_queued": _boolean,
+        "stop_context_queued": boolean,
         "guild_stickers": _stickers,
     }
     values = {key: readers[key](child) for key, child in fields.items()}
     return attrs.evolve(defaults, **values)
 
 
-def _provider(node: _Node) -> ProviderDescriptor:
+def _provider(node: Node) -> ProviderDescriptor:
     fields = node.fields({"name", "api_family", "server"})
     return ProviderDescriptor(
-        name=_read(fields, "name", _name, "custom"),
-        api_family=_read(fields, "api_family", lambda n: n.enum(ApiFamily), ApiFamily.CUSTOM),
-        server=_read(fields, "server", _optional_string, None),
+        name=read(fields, "name", nonblank, "custom"),
+        api_family=read(fields, "api_family", lambda n: n.enum(ApiFamily), ApiFamily.CUSTOM),
+        server=read(fields, "server", optional_string, None),
     )
 
 
-def _persona(node: _Node) -> Persona:
+def _persona(node: Node) -> Persona:
     fields = node.fields({"name", "id", "lineage_id", "is_alter"})
     default = Persona()
     return Persona(
-        name=_read(fields, "name", _name, default.name),
-        id=_read(fields, "id", _integer, default.id),
-        lineage_id=_read(fields, "lineage_id", _integer, default.lineage_id),
-        is_alter=_read(fields, "is_alter", _boolean, default.is_alter),
+        name=read(fields, "name", nonblank, default.name),
+        id=read(fields, "id", integer, default.id),
+        lineage_id=read(fields, "lineage_id", integer, default.lineage_id),
+        is_alter=read(fields, "is_alter", boolean, default.is_alter),
     )
 
 
-def _deliberate_mode(node: _Node) -> DeliberateMode:
+def _deliberate_mode(node: Node) -> DeliberateMode:
     fields = node.fields({"active", "allowed", "triggers"})
     return DeliberateMode(
-        active=_read(fields, "active", _boolean, False),
-        allowed=_read(fields, "allowed", _strings, ()),
-        triggers=_read(fields, "triggers", _triggers, {}),
+        active=read(fields, "active", boolean, False),
+        allowed=read(fields, "allowed", strings, ()),
+        triggers=read(fields, "triggers", _triggers, {}),
     )
 
 
-def _triggers(node: _Node) -> dict[str, Trigger]:
-    _object(node)
-    return {key: _trigger(child) for key, child in _members(node)}
+def _triggers(node: Node) -> dict[str, Trigger]:
+    json_object(node)
+    return {key: _trigger(child) for key, child in members(node)}
 
 
-def _trigger(node: _Node) -> Trigger:
+def _trigger(node: Node) -> Trigger:
     fields = node.fields({"trigger", "source"})
     return Trigger(
-        trigger=_required(node, fields, "trigger", _string),
-        source=_required(node, fields, "source", _string),
+        trigger=required(node, fields, "trigger", string),
+        source=required(node, fields, "source", string),
     )
 
 
-def _stickers(node: _Node) -> tuple[Sticker, ...]:
+def _stickers(node: Node) -> tuple[Sticker, ...]:
     return tuple(_sticker(item) for item in node.items())
 
 
-def _sticker(node: _Node) -> Sticker:
+def _sticker(node: Node) -> Sticker:
     fields = node.fields({"id", "name", "sendable"})
     return Sticker(
-        id=_required(node, fields, "id", _name),
-        name=_required(node, fields, "name", _string),
-        sendable=_read(fields, "sendable", _boolean, True),
+        id=required(node, fields, "id", nonblank),
+        name=required(node, fields, "name", string),
+        sendable=read(fields, "sendable", boolean, True),
     )
 
 
-def _required(parent: _Node, fields: dict[str, _Node], key: str, reader: Reader) -> Any:
-    if key not in fields:
-        path = f"{parent.path}.{key}" if parent.path else key
-        raise ScenarioError(parent.file, path, f"the required key {key!r}", "nothing")
-    return reader(fields[key])
-
-
-def _tools(node: _Node) -> tuple[ScriptedTool, ...]:
+def _tools(node: Node) -> tuple[ScriptedTool, ...]:
     tools = tuple(_tool(item) for item in node.items())
     for index, tool in enumerate(tools):
         if any(earlier.name == tool.name for earlier in tools[:index]):
@@ -444,27 +302,27 @@ TOOL_KEYS = {
 }  # fmt: skip
 
 
-def _tool(node: _Node) -> ScriptedTool:
+def _tool(node: Node) -> ScriptedTool:
     fields = node.fields(TOOL_KEYS)
-    name = _required(node, fields, "name", _tool_name)
+    name = required(node, fields, "name", _tool_name)
     default = ScriptedTool(name=name)
     return ScriptedTool(
         name=name,
-        description=_read(fields, "description", _string, ""),
-        parameters=_read(fields, "parameters", lambda n: _parameters(n, name), default.parameters),
-        requires_follow_up=_read(fields, "requires_follow_up", _boolean, False),
-        available_for_provider=_read(fields, "available_for_provider", _boolean, True),
-        available_for_turn=_read(fields, "available_for_turn", _boolean, True),
-        exclusive=_read(fields, "exclusive", _boolean, False),
-        approval=_read(fields, "approval", _approval, None),
-        results=_read(fields, "results", _results, default.results),
+        description=read(fields, "description", string, ""),
+        parameters=read(fields, "parameters", lambda n: _parameters(n, name), default.parameters),
+        requires_follow_up=read(fields, "requires_follow_up", boolean, False),
+        available_for_provider=read(fields, "available_for_provider", boolean, True),
+        available_for_turn=read(fields, "available_for_turn", boolean, True),
+        exclusive=read(fields, "exclusive", boolean, False),
+        approval=read(fields, "approval", _approval, None),
+        results=read(fields, "results", _results, default.results),
     )
 
 
-def _approval(node: _Node) -> tuple[ScriptedDecision, ...] | None:
+def _approval(node: Node) -> tuple[ScriptedDecision, ...] | None:
     if node.value is None:
         return None
-    return _non_empty(node, _decision, "decisions")
+    return non_empty(node, _decision, "decisions")
 
 
 DECISION_FORMS = (
@@ -475,7 +333,7 @@ DECISION_FORMS = (
 VERDICT_KEYS = ("approve", "deny", "kill", "approve_for")
 
 
-def _decision(node: _Node) -> ScriptedDecision:
+def _decision(node: Node) -> ScriptedDecision:
     if node.value in ("approve", "timeout"):
         return ScriptedDecision(kind=node.value)
     if not isinstance(node.value, dict):
@@ -484,86 +342,79 @@ def _decision(node: _Node) -> ScriptedDecision:
     given = [key for key in VERDICT_KEYS if key in fields]
     if len(given) != 1:
         raise node.fail(f"a decision: {DECISION_FORMS}", f"the keys {sorted(fields)}")
-    kind, delay_ms = given[0], _read(fields, "delay_ms", _delay, 0)
+    kind, delay_ms = given[0], read(fields, "delay_ms", _delay, 0)
     if kind == "deny":
-        reason = _optional_string(fields["deny"])
+        reason = optional_string(fields["deny"])
         return ScriptedDecision(kind="deny", reason=reason, delay_ms=delay_ms)
     if kind in ("kill", "approve"):
         if fields[kind].value is not True:
             raise fields[kind].fail("true")
         return ScriptedDecision(kind=kind, delay_ms=delay_ms)
-    args = _object(fields["approve_for"])
+    args = json_object(fields["approve_for"])
     return ScriptedDecision(kind="approve_for", args=args, delay_ms=delay_ms)
 
 
-def _tool_name(node: _Node) -> str:
-    name = _string(node)
+def _tool_name(node: Node) -> str:
+    name = string(node)
     try:
         return check_name(name)
     except ToolSchemaError:
         raise node.fail(f"a tool name of {NAME_RULE}") from None
 
 
-def _parameters(node: _Node, tool: str) -> JsonObject:
-    schema = _object(node)
+def _parameters(node: Node, tool: str) -> JsonObject:
+    schema = json_object(node)
     try:
         check_parameters(tool, schema)
     except ToolSchemaError as error:
         where = error.where.removeprefix("parameters")
-        failed = _Node(node.file, node.path + where, None)
+        failed = Node(node.file, node.path + where, None)
         raise failed.fail(
             "a valid JSON schema of an object", f"a schema where {error.problem}"
         ) from None
     return schema
 
 
-def _non_empty(node: _Node, reader: Reader, what: str) -> tuple[Any, ...]:
-    items = tuple(reader(item) for item in node.items())
-    if not items:
-        raise node.fail(f"a non-empty array of {what}", "an empty array")
-    return items
-
-
-def _results(node: _Node) -> tuple[ScriptedResult, ...]:
-    return _non_empty(node, _result, "results")
+def _results(node: Node) -> tuple[ScriptedResult, ...]:
+    return non_empty(node, _result, "results")
 
 
 OUTCOME_KEYS = {"success", "data", "error", "message", "end_turn", "response_delivered",
                 "image_metadata"}  # fmt: skip
 
 
-def _result(node: _Node) -> ScriptedResult:
+def _result(node: Node) -> ScriptedResult:
     fields = node.fields({*OUTCOME_KEYS, "hang", "kill", "raise", "delay_ms"})
-    hang = _read(fields, "hang", _boolean, False)
-    raises = _read(fields, "raise", _string, None)
+    hang = read(fields, "hang", boolean, False)
+    raises = read(fields, "raise", string, None)
     _exclusive(node, fields, hang, raises)
-    delay_ms = _read(fields, "delay_ms", _delay, 0)
+    delay_ms = read(fields, "delay_ms", _delay, 0)
     if hang and delay_ms:
         raise fields["delay_ms"].fail("no 'delay_ms' in a result that hangs", "one")
-    error = _read(fields, "error", _optional_string, None)
+    error = read(fields, "error", optional_string, None)
     return ScriptedResult(
-        success=_read(fields, "success", _boolean, error is None),
-        data=_read(fields, "data", _anything, None),
+        success=read(fields, "success", boolean, error is None),
+        data=read(fields, "data", anything, None),
         error=error,
-        message=_read(fields, "message", _optional_string, None),
-        end_turn=_read(fields, "end_turn", _boolean, False),
-        response_delivered=_read(fields, "response_delivered", _boolean, False),
-        image_metadata=_read(fields, "image_metadata", _optional_object, None),
+        message=read(fields, "message", optional_string, None),
+        end_turn=read(fields, "end_turn", boolean, False),
+        response_delivered=read(fields, "response_delivered", boolean, False),
+        image_metadata=read(fields, "image_metadata", optional_object, None),
         hang=hang,
-        kill=_read(fields, "kill", _boolean, False),
+        kill=read(fields, "kill", boolean, False),
         raises=raises,
         delay_ms=delay_ms,
     )
 
 
-def _delay(node: _Node) -> int:
-    value = _integer(node)
+def _delay(node: Node) -> int:
+    value = integer(node)
     if value < 0:
         raise node.fail("a number of milliseconds, zero or more")
     return value
 
 
-def _exclusive(node: _Node, fields: dict[str, _Node], hang: bool, raises: str | None) -> None:
+def _exclusive(node: Node, fields: dict[str, Node], hang: bool, raises: str | None) -> None:
     """A result that hangs or raises returns nothing, so it cannot also say what it returns."""
     if hang and raises is not None:
         raise fields["raise"].fail("no 'raise' in a result that hangs", "both")
@@ -573,8 +424,8 @@ def _exclusive(node: _Node, fields: dict[str, _Node], hang: bool, raises: str | 
         raise fields[returned[0]].fail(f"no {returned[0]!r} in a result that {which}", "one")
 
 
-def _streams(node: _Node) -> tuple[ScriptedStream, ...]:
-    return _non_empty(node, _stream, "streams")
+def _streams(node: Node) -> tuple[ScriptedStream, ...]:
+    return non_empty(node, _stream, "streams")
 
 
 STREAM_KEYS = {
@@ -585,47 +436,47 @@ STREAM_KEYS = {
 ERROR_STATUSES = {StreamStatus.ERROR, StreamStatus.TIMEOUT}
 
 
-def _stream(node: _Node) -> ScriptedStream:
+def _stream(node: Node) -> ScriptedStream:
     fields = node.fields(STREAM_KEYS)
     if "call" in fields and "calls" in fields:
         raise fields["calls"].fail("one of 'call' and 'calls', not both", "both")
-    call = _read(fields, "call", _call, None)
-    calls: tuple[ScriptedCall, ...] = _read(fields, "calls", _calls, ())
+    call = read(fields, "call", _call, None)
+    calls: tuple[ScriptedCall, ...] = read(fields, "calls", _calls, ())
     call = calls[0] if calls else call
-    kill = _read(fields, "kill", _boolean, False)
-    stall = _read(fields, "stall", _boolean, False)
+    kill = read(fields, "kill", boolean, False)
+    stall = read(fields, "stall", boolean, False)
     status = _status(fields, call, stall, kill)
     if "error" in fields and status not in ERROR_STATUSES:
         raise fields["error"].fail("no 'error' unless the status is error or timeout", "one")
     return ScriptedStream(
         status=status,
-        text=_read(fields, "text", _string, ""),
-        details=_read(fields, "details", _string, ""),
-        error=_read(fields, "error", _string, None),
+        text=read(fields, "text", string, ""),
+        details=read(fields, "details", string, ""),
+        error=read(fields, "error", string, None),
         call=call,
         calls=calls or ((call,) if call is not None else ()),
-        thought_log=_read(fields, "thought_log", _optional_object, None),
+        thought_log=read(fields, "thought_log", optional_object, None),
         stall=stall,
         kill=kill,
-        stop_before_tool=_read(fields, "stop_before_tool", _boolean, False),
-        follow_up_before_tool=_read(fields, "follow_up_before_tool", _boolean, False),
-        raises=_read(fields, "raise", _string, None),
-        follow_up=_read(fields, "follow_up", _boolean, False),
-        channel_fails=_read(fields, "channel_fails", _string, None),
-        model_parts=_read(fields, "model_parts", _objects, None),
+        stop_before_tool=read(fields, "stop_before_tool", boolean, False),
+        follow_up_before_tool=read(fields, "follow_up_before_tool", boolean, False),
+        raises=read(fields, "raise", string, None),
+        follow_up=read(fields, "follow_up", boolean, False),
+        channel_fails=read(fields, "channel_fails", string, None),
+        model_parts=read(fields, "model_parts", _objects, None),
     )
 
 
-def _objects(node: _Node) -> tuple[JsonObject, ...]:
-    return tuple(_object(item) for item in node.items())
+def _objects(node: Node) -> tuple[JsonObject, ...]:
+    return tuple(json_object(item) for item in node.items())
 
 
 def _status(
-    fields: dict[str, _Node], call: ScriptedCall | None, stall: bool, kill: bool
+    fields: dict[str, Node], call: ScriptedCall | None, stall: bool, kill: bool
 ) -> StreamStatus:
     """The status the stream ends with; a stall wins over `status` and `call`, then a kill."""
     default = StreamStatus.FUNCTION_CALL if call is not None else StreamStatus.COMPLETED
-    status: StreamStatus = _read(fields, "status", lambda n: n.enum(StreamStatus), default)
+    status: StreamStatus = read(fields, "status", lambda n: n.enum(StreamStatus), default)
     if stall:
         return status
     if kill:
@@ -637,18 +488,18 @@ def _status(
     return status
 
 
-def _call(node: _Node) -> ScriptedCall:
+def _call(node: Node) -> ScriptedCall:
     fields = node.fields({"name", "args", "arguments_truncated", "id"})
     return ScriptedCall(
-        name=_required(node, fields, "name", _string),
-        args=_read(fields, "args", _optional_object, None),
-        arguments_truncated=_read(fields, "arguments_truncated", _boolean, False),
-        id=_read(fields, "id", _name, None),
+        name=required(node, fields, "name", string),
+        args=read(fields, "args", optional_object, None),
+        arguments_truncated=read(fields, "arguments_truncated", boolean, False),
+        id=read(fields, "id", nonblank, None),
     )
 
 
-def _calls(node: _Node) -> tuple[ScriptedCall, ...]:
-    calls: tuple[ScriptedCall, ...] = _non_empty(node, _call, "calls")
+def _calls(node: Node) -> tuple[ScriptedCall, ...]:
+    calls: tuple[ScriptedCall, ...] = non_empty(node, _call, "calls")
     ids = [call.id for call in calls if call.id is not None]
     for index, call in enumerate(calls):
         if call.id is not None and ids.count(call.id) > 1:

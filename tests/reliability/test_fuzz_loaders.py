@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from toolloop.engine.config_parsing import VARIABLES, parse_config
 from toolloop.engine.trace import TraceError, load_lines
-from toolloop.tools.scenario import ScenarioError, parse_scenario
+from toolloop.tools.scenario import parse_scenario
+from toolloop.tools.scenario_json import ScenarioError
 
 LIBRARY = sorted(
     path

@@ -19,7 +19,6 @@ from toolloop.states import (
     TurnSettings,
 )
 from toolloop.tools.scenario import (
-    ScenarioError,
     ScriptedCall,
     ScriptedResult,
     ScriptedStream,
@@ -27,6 +26,7 @@ from toolloop.tools.scenario import (
     load_scenario,
     parse_scenario,
 )
+from toolloop.tools.scenario_json import ScenarioError
 
 LIBRARY = Path(__file__).parents[1] / "scenarios"
 MINIMAL: dict[str, Any] = {"streams": [{}]}

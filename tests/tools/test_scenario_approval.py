@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from toolloop.tools.scenario import ScenarioError, ScriptedDecision, parse_scenario
+from toolloop.tools.scenario import ScriptedDecision, parse_scenario
+from toolloop.tools.scenario_json import ScenarioError
 
 
 def tool_with(approval: object) -> str:

@@ -1,9 +1,11 @@
-"""Token usage in traces: format 2 still, a trace written before usage existed still loads.
+"""Token usage in traces: a trace without the usage field (one written before it existed)
+still loads, and one with it round-trips.
 
-`StreamResult.usage` is a new field with a default, so a trace without it
-reads as a stream that reported none; the golden below was written by
-`toolloop simulate tests/scenarios/completed_after_one_tool.json --trace` on
-the commit before usage was added, and is kept as it was written.
+`StreamResult.usage` is a field with a default, so a trace without it reads as
+streams that reported none. The golden was written by `toolloop simulate
+tests/scenarios/completed_after_one_tool.json --trace`; the trace format moved
+to 3 for another change (the dispatch effects) after usage came, so the
+pre-usage trace is this one with its `usage` fields taken out.
 """
 
 from __future__ import annotations
@@ -25,14 +27,16 @@ from toolloop.engine.trace import (
 )
 from toolloop.states import TokenUsage
 
-GOLDEN = Path(__file__).parent / "traces" / "before_usage_completed_after_one_tool.jsonl"
+GOLDEN = Path(__file__).parent / "traces" / "completed_after_one_tool.jsonl"
+#: How the usage field of a stream that reported none is written.
+NO_USAGE = b', "usage": null'
 
 
 def test_a_trace_written_before_usage_loads_and_replays() -> None:
-    """The pre-usage golden loads (no `usage` key anywhere), replays the same, and its
-    streams report no usage."""
-    data = GOLDEN.read_bytes()
-    assert b'"usage"' not in data
+    """The golden without its `usage` fields loads, replays the same, and its streams
+    report no usage."""
+    data = GOLDEN.read_bytes().replace(NO_USAGE, b"")
+    assert b'"usage"' not in data and data != GOLDEN.read_bytes()
     trace = load_bytes(data)
     assert replay(trace) == []
     ended = [step.event for step in trace.steps if isinstance(step.event, StreamEnded)]
@@ -42,7 +46,7 @@ def test_a_trace_written_before_usage_loads_and_replays() -> None:
 
 def test_usage_is_written_and_read_back_in_the_same_format() -> None:
     """The golden's events with usage on each stream, stepped again: the trace round-trips
-    in format 2 and replays the same; the turn's result sums the two streams."""
+    in the current format and replays the same; the turn's result sums the two streams."""
     golden = load_bytes(GOLDEN.read_bytes())
     usage = TokenUsage(input_tokens=12, output_tokens=5, reasoning_tokens=2)
     state = initial_state(golden.config, golden.turn)
@@ -64,7 +68,7 @@ def test_usage_is_written_and_read_back_in_the_same_format() -> None:
         state = out.state
     metered = attrs.evolve(golden, steps=tuple(steps))
     lines = list(dump_lines(metered))
-    assert f'"version": {VERSION}' in lines[0] and VERSION == 2
+    assert f'"version": {VERSION}' in lines[0]
     again = load_lines(lines)
     assert again == metered
     assert replay(again) == []

@@ -83,10 +83,15 @@ GIVEN = TurnInput(turn=TurnSettings(), config=LoopConfig(), worker_lost_s=2.0)
 async def test_kill_9_in_the_middle_of_a_streamed_reply(
     temporal: str, workers: Workers, tmp_path: Path, server: OpenAIServer
 ) -> None:
-    """Killed while the model is silent after two of four pieces, both shown and heartbeated;
-    another worker makes the call again and the channel shows the whole reply once."""
+    """After `note` completed, killed while the model is silent after two of four pieces,
+    both shown and heartbeated; another worker makes the call again, the channel shows the
+    whole reply once, and the completed `note` is not run again."""
     pieces = ("Let me ", "check ", "the ", "card.")
-    server.script(text_reply(*pieces).stalled_after(3), text_reply(*pieces))
+    server.script(
+        tool_call_reply("note", {"n": 1}),
+        text_reply(*pieces).stalled_after(3),
+        text_reply(*pieces),
+    )
     first = workers.start()
     client = await connect(temporal)
     handle = await start_turn(client, f"turn-{uuid.uuid4()}", GIVEN, task_queue=workers.queue)
@@ -105,7 +110,8 @@ async def test_kill_9_in_the_middle_of_a_streamed_reply(
     result = await handle.result()
     assert result.status is TurnStatus.COMPLETED
     assert "".join(lines(tmp_path / "channel.jsonl")) == "Let me check the card."  # type: ignore[arg-type]
-    assert len(server.requests) == 2
+    assert lines(tmp_path / "notes.jsonl") == [{"n": 1}]
+    assert len(server.requests) == 3
 
 
 async def test_kill_9_in_the_middle_of_a_tool(

@@ -59,7 +59,12 @@ def ports(world: Path, provider: OpenAICompatProvider) -> TurnPorts:
         append(world / "pays.jsonl", args)
         return {"paid": args.get("cents")}
 
+    async def note(args: JsonObject, call: ToolCall) -> JsonObject:
+        append(world / "notes.jsonl", args)
+        return {"noted": True}
+
     registry.register(charge, parameters={"type": "object"})
+    registry.register(note, parameters={"type": "object"})
     registry.register(pay, parameters={"type": "object"}, requires_approval=True)
     return TurnPorts(
         provider=provider,

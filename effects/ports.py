@@ -11,6 +11,7 @@ from typing import Protocol
 
 import attrs
 
+from toolloop.engine import tool_call
 from toolloop.engine.commands import StreamOnce
 from toolloop.engine.events import StopRequest
 from toolloop.states import (
@@ -113,6 +114,32 @@ class ToolRegistryPort(Protocol):
         stream that brings calls: False spares asking `needs_approval` about each call.
         Optional: without it, `needs_approval` is asked about every call."""
         ...
+
+
+def approvals_needed(
+    registry: ToolRegistryPort,
+    calls: Sequence[FunctionCall],
+    context: Callable[[], ToolContext],
+) -> tuple[bool, ...]:
+    """The registry's answer for each call: it needs approval (SPEC 6c); () when none does.
+
+    Asked about each call only when it may ask at all: a registry that says none of its
+    tools does (`asks_approval`), or one written before approval existed (no
+    `needs_approval`), is asked nothing more, and `context` is never built for it.
+    """
+    if not calls:
+        return ()
+    asks_approval = getattr(registry, "asks_approval", None)
+    if asks_approval is not None and not asks_approval():
+        return ()
+    needs_approval = getattr(registry, "needs_approval", None)
+    if needs_approval is None:
+        return ()
+    made = context()
+    needs = tuple(
+        bool(needs_approval(tool_call.renamed(call, call.name.strip()), made)) for call in calls
+    )
+    return needs if any(needs) else ()
 
 
 class ApprovalPort(Protocol):

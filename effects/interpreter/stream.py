@@ -12,7 +12,7 @@ from toolloop.effects.interpreter.attempt import log
 from toolloop.effects.interpreter.calls import Sink
 from toolloop.effects.interpreter.tools import in_seconds
 from toolloop.effects.observe import StreamFirstChunk
-from toolloop.effects.ports import StreamRequest, StreamSpan
+from toolloop.effects.ports import StreamRequest, StreamSpan, approvals_needed
 from toolloop.engine import commands as fx
 from toolloop.engine import tool_call
 from toolloop.engine.construct import constructor
@@ -77,31 +77,15 @@ class StreamStage(Announcer):
         return _new_stream_ended(result=result, stop=stop, exclusive=exclusive, approval=approval)
 
     def _approval(self, result: StreamResult) -> tuple[bool, ...]:
-        """The registry's answer for each call: it needs approval (SPEC 6c); () when none does.
-
-        Asked about each call only when it may ask at all: a registry that says none of
-        its tools does (`asks_approval`), or one written before approval existed (no
-        `needs_approval`), is asked nothing more, and no `ToolContext` is built for it.
-        """
-        calls = result.batch
-        if not calls:
-            return ()
-        registry = self.registry
-        asks_approval = getattr(registry, "asks_approval", None)
-        if asks_approval is not None and not asks_approval():
-            return ()
-        needs_approval = getattr(registry, "needs_approval", None)
-        if needs_approval is None:
-            return ()
+        """The registry's answer for each call of the stream (`approvals_needed`)."""
         state = self._state
-        context = tool_call.tool_context(
-            self.turn, state.iteration, state.short_term_memory_updated, state.context.items
+        return approvals_needed(
+            self.registry,
+            result.batch,
+            lambda: tool_call.tool_context(
+                self.turn, state.iteration, state.short_term_memory_updated, state.context.items
+            ),
         )
-        needs = tuple(
-            bool(needs_approval(tool_call.renamed(call, call.name.strip()), context))
-            for call in calls
-        )
-        return needs if any(needs) else ()
 
     async def _abandoned(self, sink: Sink) -> StreamResult:
         """A stream taken from its runner: whatever ended it first decides its result.

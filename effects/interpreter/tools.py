@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from toolloop.effects.interpreter.announce import Announcer
 from toolloop.effects.interpreter.batch_calls import Started
 from toolloop.effects.interpreter.calls import ToolRun, failure
-from toolloop.effects.notices import identity
-from toolloop.effects.ports import Notice, StreamingContext, ToolInvocation
+from toolloop.effects.notices import identity, progress_notice
+from toolloop.effects.ports import StreamingContext, ToolInvocation
 from toolloop.engine import commands as fx
 from toolloop.engine.construct import constructor
 from toolloop.engine.events import ToolSettled
@@ -79,14 +79,7 @@ class ToolStage(Announcer):
         async def notify(text: str) -> None:
             if context.suppress_progress_notices or not call.open:
                 return
-            notice = Notice(
-                key="tool_progress",
-                level=fx.Level.INFO.value,
-                text=text,
-                hidden=False,
-                iteration=context.iteration,
-                identity=identity(self.turn),
-            )
+            notice = progress_notice(text, context.iteration, self.turn)
             await self._send(self.channel.send_notice, notice)
 
         return notify

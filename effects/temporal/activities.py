@@ -30,13 +30,14 @@ from temporalio import activity
 from toolloop.effects.durable.resume import TurnPorts, interrupted, runs_again, unshown
 from toolloop.effects.interpreter.stream import channel_failed, inactivity_notice, silent
 from toolloop.effects.interpreter.tools import in_seconds
-from toolloop.effects.notices import NoticeCatalog, identity, render_notice
+from toolloop.effects.notices import NoticeCatalog, identity, progress_notice, render_notice
 from toolloop.effects.ports import (
     Notice,
     StreamingContext,
     StreamRequest,
     StreamSpan,
     ToolInvocation,
+    approvals_needed,
 )
 from toolloop.effects.temporal.messages import (
     AskInput,
@@ -49,7 +50,6 @@ from toolloop.effects.temporal.messages import (
     bounded,
 )
 from toolloop.engine import commands as fx
-from toolloop.engine import tool_call
 from toolloop.engine.events import StashTaken
 from toolloop.states import (
     ApprovalDecision,
@@ -127,14 +127,7 @@ class TurnActivities:
         async def notify(text: str) -> None:
             if given.context.suppress_progress_notices or killed.is_set():
                 return
-            notice = Notice(
-                key="tool_progress",
-                level=fx.Level.INFO.value,
-                text=text,
-                hidden=False,
-                iteration=given.context.iteration,
-                identity=speaker,
-            )
+            notice = progress_notice(text, given.context.iteration, given.turn)
             await _send(ports.channel.send_notice, notice)
 
         invocation = ToolInvocation(
@@ -314,16 +307,15 @@ async def _withdraw(ports: TurnPorts, request: ApprovalRequest) -> None:
 
 def _facts(ports: TurnPorts, given: StreamInput, result: StreamResult) -> tuple[CallFacts, ...]:
     registry, descriptor = ports.registry, ports.provider.descriptor
-    needs = getattr(registry, "needs_approval", None)
+    approvals = approvals_needed(registry, result.batch, lambda: given.context)
     facts = []
-    for call in result.batch:
+    for index, call in enumerate(result.batch):
         name = call.name.strip()
         own = registry.timeout_ms(name)
-        asks = needs is not None and needs(tool_call.renamed(call, name), given.context)
         facts.append(
             CallFacts(
                 exclusive=registry.exclusive(name),
-                approval=bool(asks),
+                approval=bool(approvals) and approvals[index],
                 timeout_ms=given.config.tool_execution_timeout_ms if own is None else own,
                 follow_up=registry.requires_follow_up(name, descriptor, descriptor.server),
             )

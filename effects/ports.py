@@ -142,6 +142,20 @@ def approvals_needed(
     return needs if any(needs) else ()
 
 
+def exclusive_flags(registry: ToolRegistryPort, calls: Sequence[FunctionCall]) -> tuple[bool, ...]:
+    """Whether each call of a batch runs alone (SPEC 6b item 3); () for fewer than two calls,
+    which run alone anyway."""
+    if len(calls) < 2:
+        return ()
+    return tuple(registry.exclusive(call.name.strip()) for call in calls)
+
+
+def shown_request(registry: ToolRegistryPort, request: ApprovalRequest) -> ApprovalRequest:
+    """The approval request as the host shows it (`ApprovalPort`): its arguments' secrets
+    redacted by the tool's schema."""
+    return attrs.evolve(request, args=registry.redact(request.tool, request.args))
+
+
 class ApprovalPort(Protocol):
     """Where a person approves or denies a tool call (SPEC 6c): the host's prompt.
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import anyio
-import attrs
 from anyio.abc import TaskStatus
 
 from toolloop.effects.interpreter.attempt import log
@@ -11,7 +10,7 @@ from toolloop.effects.interpreter.batch_calls import Asked, Batch, Started
 from toolloop.effects.interpreter.calls import failure
 from toolloop.effects.interpreter.errors import NoApprovalsPort
 from toolloop.effects.interpreter.tools import ToolStage, new_tool_invocation, timed_out
-from toolloop.effects.ports import ApprovalPort
+from toolloop.effects.ports import ApprovalPort, shown_request
 from toolloop.engine import commands as fx
 from toolloop.engine.events import ApprovalDecided, ToolSettled
 from toolloop.states import ToolResult
@@ -98,7 +97,7 @@ class BatchStage(ToolStage):
         """The host's `ask`, entered without a checkpoint after `started` (as a started
         call's tool is), so the requests of a batch reach the host in the model's order."""
         request = asked.effect.request
-        shown = attrs.evolve(request, args=self.registry.redact(request.tool, request.args))
+        shown = shown_request(self.registry, request)
         with asked.scope:
             try:
                 asking = approvals.ask(shown)
@@ -114,7 +113,7 @@ class BatchStage(ToolStage):
         if self.approvals is None:
             return
         request = effect.request
-        shown = attrs.evolve(request, args=self.registry.redact(request.tool, request.args))
+        shown = shown_request(self.registry, request)
         try:
             await self.approvals.withdraw(shown)
         except Exception:

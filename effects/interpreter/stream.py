@@ -12,7 +12,12 @@ from toolloop.effects.interpreter.attempt import log
 from toolloop.effects.interpreter.calls import Sink
 from toolloop.effects.interpreter.tools import in_seconds
 from toolloop.effects.observe import StreamFirstChunk
-from toolloop.effects.ports import StreamRequest, StreamSpan, approvals_needed
+from toolloop.effects.ports import (
+    StreamRequest,
+    StreamSpan,
+    approvals_needed,
+    exclusive_flags,
+)
 from toolloop.engine import commands as fx
 from toolloop.engine import tool_call
 from toolloop.engine.construct import constructor
@@ -73,7 +78,7 @@ class StreamStage(Announcer):
         approval = self._approval(result)
         if len(result.calls) < 2:
             return _new_stream_ended(result=result, stop=stop, approval=approval)
-        exclusive = tuple(self.registry.exclusive(call.name.strip()) for call in result.calls)
+        exclusive = exclusive_flags(self.registry, result.calls)
         return _new_stream_ended(result=result, stop=stop, exclusive=exclusive, approval=approval)
 
     def _approval(self, result: StreamResult) -> tuple[bool, ...]:

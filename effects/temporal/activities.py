@@ -24,7 +24,6 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import anyio
-import attrs
 from temporalio import activity
 
 from toolloop.effects.durable.resume import TurnPorts, interrupted, runs_again, unshown
@@ -38,6 +37,8 @@ from toolloop.effects.ports import (
     StreamSpan,
     ToolInvocation,
     approvals_needed,
+    exclusive_flags,
+    shown_request,
 )
 from toolloop.effects.temporal.messages import (
     AskInput,
@@ -111,7 +112,13 @@ class TurnActivities:
             ports.channel.stream_ended(span)
         if result.status is StreamStatus.TIMEOUT and sink.went_silent:
             await _inactivity_notice(ports, given.turn, given.config, once.iteration)
-        return StreamOutput(result=result, calls=_facts(ports, given, result))
+        registry = ports.registry
+        return StreamOutput(
+            result=result,
+            calls=_facts(ports, given.config, result),
+            exclusive=exclusive_flags(registry, result.calls),
+            approval=approvals_needed(registry, result.batch, lambda: given.context),
+        )
 
     @activity.defn(name="toolloop.tool")
     async def tool(self, given: ToolInput) -> ToolResult:
@@ -158,8 +165,7 @@ class TurnActivities:
         ports = self._ports(given.turn.channel_id)
         if ports.approvals is None:
             return None
-        request = given.request
-        shown = attrs.evolve(request, args=ports.registry.redact(request.tool, request.args))
+        shown = shown_request(ports.registry, given.request)
         async with anyio.create_task_group() as beats:
             beats.start_soon(self._beat)
             decision = await ports.approvals.ask(shown)
@@ -298,25 +304,21 @@ async def _withdraw(ports: TurnPorts, request: ApprovalRequest) -> None:
     """The turn was killed while the call waited: the host retires its prompt (logged if not)."""
     if ports.approvals is None:
         return
-    shown = attrs.evolve(request, args=ports.registry.redact(request.tool, request.args))
     try:
-        await ports.approvals.withdraw(shown)
+        await ports.approvals.withdraw(shown_request(ports.registry, request))
     except Exception:
         log.exception("withdrawing the approval request of %s failed", request.tool)
 
 
-def _facts(ports: TurnPorts, given: StreamInput, result: StreamResult) -> tuple[CallFacts, ...]:
+def _facts(ports: TurnPorts, config: LoopConfig, result: StreamResult) -> tuple[CallFacts, ...]:
     registry, descriptor = ports.registry, ports.provider.descriptor
-    approvals = approvals_needed(registry, result.batch, lambda: given.context)
     facts = []
-    for index, call in enumerate(result.batch):
+    for call in result.batch:
         name = call.name.strip()
         own = registry.timeout_ms(name)
         facts.append(
             CallFacts(
-                exclusive=registry.exclusive(name),
-                approval=bool(approvals) and approvals[index],
-                timeout_ms=given.config.tool_execution_timeout_ms if own is None else own,
+                timeout_ms=config.tool_execution_timeout_ms if own is None else own,
                 follow_up=registry.requires_follow_up(name, descriptor, descriptor.server),
             )
         )

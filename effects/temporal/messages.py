@@ -79,20 +79,21 @@ class StreamInput:
 
 @attrs.frozen(kw_only=True)
 class CallFacts:
-    """The registry's answers about one call of a stream, which the workflow cannot ask."""
+    """The registry's answers about one call of a stream that its run needs."""
 
-    exclusive: bool
-    approval: bool
     timeout_ms: int
     follow_up: bool
 
 
 @attrs.frozen(kw_only=True)
 class StreamOutput:
-    """How the call ended, and the registry's answers about each call it brought."""
+    """How the call ended, and the registry's answers about the calls it brought, which
+    the workflow cannot ask: `exclusive` and `approval` as `StreamEnded` takes them."""
 
     result: StreamResult
     calls: tuple[CallFacts, ...] = ()
+    exclusive: tuple[bool, ...] = ()
+    approval: tuple[bool, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

@@ -318,13 +318,8 @@ class TurnWorkflow:
         if reason is not None:
             result = attrs.evolve(result, status=reason)
         self._facts = output.calls
-        approval = tuple(fact.approval for fact in output.calls)
-        exclusive = tuple(fact.exclusive for fact in output.calls) if len(result.calls) > 1 else ()
         return StreamEnded(
-            result=result,
-            stop=self._pending,
-            exclusive=exclusive,
-            approval=approval if any(approval) else (),
+            result=result, stop=self._pending, exclusive=output.exclusive, approval=output.approval
         )
 
     # -- stage 02 --------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """The installed package as a bot author meets it: small facades, one per audience, light to load.
 
 `from toolloop import ...` gives exactly the names below, in the order a first
-program meets them; `toolloop.ports`, `toolloop.engine`, `toolloop.testing`
-and `toolloop.discord` give theirs; every sample of the docs imports only
-from these. The command line says which extra it needs instead of a traceback.
+program meets them; `toolloop.ports`, `toolloop.observe`, `toolloop.engine`,
+`toolloop.testing`, `toolloop.discord` and the extras' facades give theirs;
+every sample of the docs imports only from these. The command line says
+which extra it needs instead of a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import subprocess
 import sys
 import types
+import typing
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,11 @@ FACADES = {
         *("CAPTURE_CONTENT_VARIABLE", "SEMCONV_VERSION", "Telemetry", "TurnTrace"),
         "sdk_configured",
     },
+    "toolloop.observe": {
+        *("HostObserver", "HostEvent", "StreamStarted", "StreamFirstChunk", "StreamFinished"),
+        *("ToolStarted", "ToolFinished", "ApprovalEvent", "ApprovalAsked", "ApprovalAnswered"),
+        *("ApprovalExpired", "ApprovalWithdrawn", "NoticeShown", "TurnFinished"),
+    },
     "toolloop.inspect": {"Inspector", "Running", "TokenRequired", "TurnView", "serve_in_thread"},
     "toolloop.durable": {
         *("Journal", "JournaledTurn", "TurnPorts", "run_journaled", "resume", "resume_turn"),
@@ -113,6 +120,7 @@ SUBPACKAGES = {
     "temporal",
     "otel",
     "inspect",
+    "observe",
 }
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -177,6 +185,14 @@ class TestTheFacades:
         engine = importlib.import_module("toolloop.engine")
         assert engine.step is sys.modules["toolloop.engine.step"].step
         assert callable(initial_state)
+
+    def test_observe_gives_every_kind_of_host_event(self) -> None:
+        """Each class `HostEvent` (and `ApprovalEvent`) can be is on `toolloop.observe`."""
+        observe = importlib.import_module("toolloop.observe")
+        kinds = {*typing.get_args(observe.HostEvent), *typing.get_args(observe.ApprovalEvent)}
+        assert len(kinds) == 11
+        missing = {kind for kind in kinds if getattr(observe, kind.__name__, None) is not kind}
+        assert missing == set()
 
     def test_the_same_name_is_the_same_object_in_every_facade(self) -> None:
         """A name two facades share (`StreamResult`, `ToolResult`, ...) is one object."""

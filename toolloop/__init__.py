@@ -6,8 +6,9 @@ What a bot author needs, in one import::
 
 `__all__` lists it in the order a first program meets it: run a turn, its
 tools, the turn's settings, the configuration, the result, the built-in
-ports, the errors. Four more facades serve other readers: `toolloop.ports`
-(the protocols and their data, for an adapter's author), `toolloop.engine`
+ports, the errors. More facades serve other readers: `toolloop.ports`
+(the protocols and their data, for an adapter's author), `toolloop.observe`
+(the host events `on_event` receives), `toolloop.engine`
 (the pure core: `step`, state, events, effects, traces), `toolloop.testing`
 (a recording channel, a loopback model server) and `toolloop.discord` (the
 Discord host). Anything else is internal and may change. Importing this

@@ -44,7 +44,7 @@ under `toolloop.`; tests/states/test_errors.py keeps this drawing true)::
       ToolSchemaError (ValueError)               effects.registry.schema
       ArgumentError (ValueError)                 effects.registry.signature
       SignatureError (TypeError)                 effects.registry.signature
-      DeliveryError (RuntimeError)               effects.discord.adapter
+      DeliveryError (RuntimeError)               effects.discord.writer
       MissingSetting (ValueError)                effects.discord.settings
       BadSetting (ValueError)                    effects.discord.settings
       McpServerError (RuntimeError)              effects.mcp.source

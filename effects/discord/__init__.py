@@ -3,16 +3,7 @@ the per-channel turn manager, the approval buttons and a bot that runs the tool 
 (docs/discord.md)."""
 
 from toolloop.effects.discord.access import Access, addressed
-from toolloop.effects.discord.adapter import (
-    BotVoice,
-    DeliveryError,
-    DiscordChannel,
-    DiscordPersona,
-    Voice,
-    WebhookVoice,
-    no_pings,
-    notice_embed,
-)
+from toolloop.effects.discord.adapter import DiscordChannel
 from toolloop.effects.discord.approvals import ApprovalButton, DiscordApprovals, TurnApprovals
 from toolloop.effects.discord.batch import BatchLines
 from toolloop.effects.discord.bot import ChannelEvent, ChannelObserver, ToolloopBot
@@ -22,6 +13,15 @@ from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
 from toolloop.effects.discord.settings import BadSetting, BotSettings, MissingSetting
 from toolloop.effects.discord.split import Page, cut_page, paginate
 from toolloop.effects.discord.turns import TurnManager, TurnRequest
+from toolloop.effects.discord.voices import (
+    BotVoice,
+    DiscordPersona,
+    Voice,
+    WebhookVoice,
+    no_pings,
+    notice_embed,
+)
+from toolloop.effects.discord.writer import DeliveryError
 
 __all__ = [
     "Access",

@@ -19,7 +19,7 @@ from collections.abc import Collection
 import attrs
 import discord
 
-from toolloop.effects.discord.adapter import Place
+from toolloop.effects.discord.voices import Place
 
 Ids = frozenset[int]
 

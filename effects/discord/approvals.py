@@ -29,7 +29,7 @@ import attrs
 import discord
 
 from toolloop.effects.discord.access import Access
-from toolloop.effects.discord.adapter import DeliveryError
+from toolloop.effects.discord.writer import DeliveryError
 from toolloop.effects.ports import KillSignal
 from toolloop.states import ApprovalDecision, ApprovalRequest, Verdict
 

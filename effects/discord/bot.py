@@ -25,14 +25,7 @@ import attrs
 import discord
 from discord import app_commands
 
-from toolloop.effects.discord.adapter import (
-    DiscordChannel,
-    DiscordPersona,
-    Place,
-    Voice,
-    WebhookVoice,
-    no_pings,
-)
+from toolloop.effects.discord.adapter import DiscordChannel
 from toolloop.effects.discord.approvals import DiscordApprovals
 from toolloop.effects.discord.batch import BatchLines
 from toolloop.effects.discord.chain import reply_chain
@@ -45,6 +38,7 @@ from toolloop.effects.discord.turns import (
     as_delivered,
     from_a_user,
 )
+from toolloop.effects.discord.voices import DiscordPersona, Place, Voice, WebhookVoice, no_pings
 from toolloop.effects.durable.journal import Journal, JournaledTurn
 from toolloop.effects.durable.resume import TurnPorts, end_stale, resume_turn, run_journaled
 from toolloop.effects.in_memory import MemoryTurnControl

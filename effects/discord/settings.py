@@ -20,7 +20,7 @@ from pathlib import Path
 import attrs
 
 from toolloop.effects.discord.access import Access
-from toolloop.effects.discord.adapter import DiscordPersona
+from toolloop.effects.discord.voices import DiscordPersona
 from toolloop.states.errors import ToolloopError
 
 TOKEN = "DISCORD_TOKEN"

@@ -26,8 +26,10 @@ import anyio
 import attrs
 import discord
 
-from toolloop.effects.discord.adapter import DeliveryError, DiscordChannel, Place
+from toolloop.effects.discord.adapter import DiscordChannel
 from toolloop.effects.discord.failures import cut_marker, failure_notice
+from toolloop.effects.discord.voices import Place
+from toolloop.effects.discord.writer import DeliveryError
 from toolloop.effects.durable.journal import JournaledTurn
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.states import GenerationTurnResult, StreamError, TurnStatus

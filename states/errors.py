@@ -52,6 +52,7 @@ under `toolloop.`; tests/states/test_errors.py keeps this drawing true)::
       JournalError (ValueError)                  effects.durable.journal
       TurnInProgress (ValueError)                effects.durable.journal
       ReplayError (ValueError)                   effects.durable.replay
+      ForeignPayload (ValueError)                effects.temporal.convert
       UnknownExit (LookupError)                  effects.inspect.machine
       TokenRequired (ValueError)                 effects.inspect.server
       ServeFailed (OSError)                      effects.inspect.server

@@ -93,7 +93,7 @@ FACADES = {
     "toolloop.temporal": {
         *("TurnInput", "TurnWorkflow", "TurnActivities", "Ports", "Decision", "Waiting"),
         *("connect", "start_turn", "turn_worker", "data_converter", "TASK_QUEUE"),
-        *("RESULT_LIMIT", "HISTORY_EVENTS", "HISTORY_BYTES"),
+        *("RESULT_LIMIT", "HISTORY_EVENTS", "HISTORY_BYTES", "ForeignPayload"),
     },
     "toolloop.gemini": {"GeminiProvider", "DEFAULT_BASE_URL", "SKIP_SIGNATURE"},
     "toolloop.discord": {

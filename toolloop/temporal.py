@@ -8,7 +8,7 @@ See docs/durable.md.
 """
 
 from toolloop.effects.temporal.activities import Ports, TurnActivities
-from toolloop.effects.temporal.convert import data_converter
+from toolloop.effects.temporal.convert import ForeignPayload, data_converter
 from toolloop.effects.temporal.messages import (
     HISTORY_BYTES,
     HISTORY_EVENTS,
@@ -26,6 +26,7 @@ __all__ = [
     "RESULT_LIMIT",
     "TASK_QUEUE",
     "Decision",
+    "ForeignPayload",
     "Ports",
     "TurnActivities",
     "TurnInput",

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import attrs
+import cattrs
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
     BinaryNullPayloadConverter,
@@ -23,6 +24,7 @@ from temporalio.converter import (
 )
 
 from toolloop.states.convert import from_json, to_json
+from toolloop.states.errors import ToolloopError
 
 
 class AttrsJSONPayloadConverter(JSONPlainPayloadConverter):
@@ -37,7 +39,21 @@ class AttrsJSONPayloadConverter(JSONPlainPayloadConverter):
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
         if type_hint is None or not _attrs_type(type_hint):
             return super().from_payload(payload, type_hint)
-        return from_json(json.loads(payload.data), type_hint)
+        try:
+            return from_json(json.loads(payload.data), type_hint)
+        except Exception as error:  # not JSON, or cattrs' errors: "not this shape"
+            raise ForeignPayload(type_hint, _why(error)) from None
+
+
+class ForeignPayload(ToolloopError, ValueError):
+    """A `json/plain` payload that is not the toolloop value expected there (written by
+    another converter or another version): names the type and what does not fit."""
+
+    def __init__(self, expected: Any, problem: str) -> None:
+        name = getattr(expected, "__name__", str(expected))
+        super().__init__(f"a json/plain payload is not a {name}: {problem}")
+        self.expected = expected
+        self.problem = problem
 
 
 class ToolloopPayloadConverter(CompositePayloadConverter):
@@ -49,6 +65,13 @@ class ToolloopPayloadConverter(CompositePayloadConverter):
             BinaryPlainPayloadConverter(),
             AttrsJSONPayloadConverter(),
         )
+
+
+def _why(error: Exception) -> str:
+    """cattrs' error as its path-and-reason sentences (`... @ $.turn`), else its message."""
+    if isinstance(error, cattrs.BaseValidationError):
+        return "; ".join(cattrs.transform_error(error, path="$"))
+    return str(error)
 
 
 def _holds_attrs(value: Any) -> bool:

@@ -22,6 +22,7 @@ import anyio
 import pytest
 
 from tests.openai_server import OpenAIServer, text_reply, tool_call_reply
+from toolloop.effects.temporal.workflow import WORKER_LOSSES
 from toolloop.states import ApprovalDecision, LoopConfig, TurnSettings, TurnStatus, Verdict
 from toolloop.temporal import Decision, TurnInput, TurnWorkflow, connect, start_turn
 
@@ -160,3 +161,25 @@ async def test_kill_9_while_an_approval_waits(
     assert result.status is TurnStatus.COMPLETED
     assert lines(tmp_path / "pays.jsonl") == [{"cents": 700}]
     assert "".join(lines(tmp_path / "channel.jsonl")) == "Paid."  # type: ignore[arg-type]
+
+
+async def test_a_call_whose_worker_is_lost_again_and_again_gives_up_with_a_clear_failure(
+    temporal: str, workers: Workers, tmp_path: Path, server: OpenAIServer
+) -> None:
+    """`hold` (idempotent) never returns and each worker running it is killed: the call runs
+    once and again `WORKER_LOSSES` (3) times, never a fifth; then the model reads that it
+    was lost with its worker 4 times and the turn ends on the next worker."""
+    server.script(tool_call_reply("hold", {"n": 1}), text_reply("I could not finish that."))
+    running = workers.start()
+    client = await connect(temporal)
+    handle = await start_turn(client, f"turn-{uuid.uuid4()}", GIVEN, task_queue=workers.queue)
+    for runs in range(1, WORKER_LOSSES + 2):
+        await until(lambda: len(lines(tmp_path / "holds.jsonl")) == runs)  # noqa: B023
+        workers.kill_9(running)
+        running = workers.start()
+    result = await handle.result()
+    assert result.status is TurnStatus.COMPLETED
+    assert lines(tmp_path / "holds.jsonl") == [{"n": 1}] * (WORKER_LOSSES + 1)
+    [tool] = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert f"lost with its worker {WORKER_LOSSES + 1} times" in tool["content"]
+    assert "".join(lines(tmp_path / "channel.jsonl")) == "I could not finish that."  # type: ignore[arg-type]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import pytest
 
@@ -10,6 +12,7 @@ from tests.temporal.world import World, run, serving, start
 from toolloop.states import (
     ApprovalDecision,
     GenerationTurnResult,
+    LoopConfig,
     TurnSettings,
     TurnStatus,
     Verdict,
@@ -161,3 +164,38 @@ async def test_a_huge_tool_result_is_cut_to_the_result_limit(
     [response] = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
     assert "characters cut]" in response["content"]
     assert len(response["content"]) < 1500
+
+
+async def test_a_silent_stream_ends_timeout_with_the_inactivity_notice(
+    temporal: str, server: OpenAIServer
+) -> None:
+    """The model goes silent after "Half a sen": the activity's rolling inactivity timeout
+    (1 s here) ends the call; the turn ends `timeout` with the text shown and one
+    `stream_inactivity_timeout` notice naming the seconds."""
+    server.script(text_reply("Half a sen", "tence.").stalled_after(2))
+    world = World(server)
+    config = LoopConfig(stream_sdk_call_timeout_ms=1000)
+    result = await run(temporal, world, TurnInput(turn=TurnSettings(), config=config))
+    assert result.status is TurnStatus.TIMEOUT
+    assert world.channel.texts == ["Half a sen"]
+    [notice] = world.channel.notices
+    assert notice.key == "stream_inactivity_timeout"
+    assert "1 s" in notice.text
+    assert result.stream_results[-1].accumulated_text == "Half a sen"
+
+
+async def test_a_restart_takes_its_stashed_item_through_the_stash_activity(
+    temporal: str, server: OpenAIServer
+) -> None:
+    """`video` stashes a transcript and asks for a restart with its key: the `take_stash`
+    activity takes it from the worker's stash, the next call's context carries it, and the
+    stash no longer holds it."""
+    server.script(tool_call_reply("video", {"cents": 1}), text_reply("Seen it."))
+    world = World(server)
+    result = await run(temporal, world)
+    assert result.status is TurnStatus.COMPLETED
+    assert world.runs == ["video"]
+    assert len(server.requests) == 2
+    assert "TRANSCRIPT-7" in json.dumps(server.requests[1].body["messages"])
+    assert "TRANSCRIPT-7" not in json.dumps(server.requests[0].body["messages"])
+    assert len(world.stash) == 0

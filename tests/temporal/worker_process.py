@@ -5,8 +5,9 @@ It serves the queue until it is killed. What outlives it is in the WORLD folder:
 `channel.jsonl` (each piece of text the channel accepted), `charges.jsonl` (each
 run of `charge`, which then waits on the bank until the process is killed),
 `asked.jsonl` (each approval prompt shown; the person answers through the
-workflow's `decide` update) and `pays.jsonl` (each run of `pay`, which needs
-approval). It prints `ready` once it polls the queue.
+workflow's `decide` update), `pays.jsonl` (each run of `pay`, which needs
+approval) and `holds.jsonl` (each run of `hold`, idempotent, which then waits until
+the process is killed). It prints `ready` once it polls the queue.
 """
 
 from __future__ import annotations
@@ -63,7 +64,13 @@ def ports(world: Path, provider: OpenAICompatProvider) -> TurnPorts:
         append(world / "notes.jsonl", args)
         return {"noted": True}
 
+    async def hold(args: JsonObject, call: ToolCall) -> JsonObject:
+        append(world / "holds.jsonl", args)
+        await anyio.sleep_forever()  # until the process is killed
+        raise AssertionError("unreachable")
+
     registry.register(charge, parameters={"type": "object"})
+    registry.register(hold, parameters={"type": "object"}, idempotent=True)
     registry.register(note, parameters={"type": "object"})
     registry.register(pay, parameters={"type": "object"}, requires_approval=True)
     return TurnPorts(

@@ -19,7 +19,8 @@ from toolloop.durable import TurnPorts
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.states import GenerationTurnResult, JsonObject, TurnSettings
+from toolloop.effects.registry.stash import ContextStash
+from toolloop.states import ContextItem, GenerationTurnResult, JsonObject, TurnSettings
 from toolloop.temporal import TurnInput, TurnWorkflow, connect, start_turn, turn_worker
 
 TurnHandle = WorkflowHandle[TurnWorkflow, GenerationTurnResult]
@@ -37,6 +38,8 @@ class World:
         self.started = anyio.Event()
         """Set when a tool starts (the tests kill or wait there)."""
         self.release = anyio.Event()
+        self.stash = ContextStash()
+        """Shared by the workers, as a bot's stash would be (an external store)."""
 
     def ports(self, channel_id: str) -> TurnPorts:
         registry = ToolRegistry()
@@ -59,13 +62,23 @@ class World:
             self.runs.append("huge")
             return {"text": "x" * 100_000}
 
+        async def video(args: JsonObject, call: ToolCall) -> JsonObject:
+            self.runs.append("video")
+            key = self.stash.put(ContextItem(kind="enrichment", content="TRANSCRIPT-7"))
+            return {"type": "context_restart_youtube", "pending_context_key": key}
+
         registry.register(lookup, parameters=CENTS)
+        registry.register(video, parameters=CENTS)
         registry.register(slow, parameters=CENTS)
         registry.register(charge, parameters=CENTS, requires_approval=True)
         registry.register(huge, parameters=CENTS)
         registry.register(slow, name="brief", parameters=CENTS, timeout=0.5)
         return TurnPorts(
-            provider=self.provider, registry=registry, channel=self.channel, control=self.control
+            provider=self.provider,
+            registry=registry,
+            channel=self.channel,
+            control=self.control,
+            stash=self.stash,
         )
 
 

@@ -3,7 +3,8 @@
 Everything it serves ships in the package (`static/`): no build step, nothing
 from a CDN. `/api/events` pushes the turns that changed since the last push,
 at most `rate` times a second, so a thousand busy turns cost the page a few
-messages a second, not one per step.
+messages a second, not one per step: each turn a row of values, not an object
+of named fields.
 
 With a `token`, every request must carry it (`Authorization: Bearer TOKEN`, or
 `?token=TOKEN` once, which sets an HttpOnly cookie for the page's own
@@ -35,7 +36,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolloop.effects.inspect.board import Inspector
+from toolloop.effects.inspect.board import ROW, Inspector
 from toolloop.effects.inspect.machine import machine
 from toolloop.states.errors import InvalidOption
 
@@ -98,16 +99,24 @@ def create_app(
 
 
 async def _changes(inspector: Inspector, request: Request, period: float) -> AsyncIterator[str]:
-    """`turns` events: the summaries of turns changed since the last one, and the ids gone."""
+    """`turns` events: the rows (`ROW`'s fields) of the turns changed since the last, and the
+    ids gone; nothing is sent while nothing changed.
+
+    A turn's version is read before its row: a step between the two is sent again next time.
+    """
     sent: dict[int, int] = {}
     while not await request.is_disconnected():
-        views = inspector.turns()
-        changed = [view.summary() for view in views if sent.get(view.id) != view.version]
-        gone = sent.keys() - {view.id for view in views}
-        sent = {view.id: view.version for view in views}
+        seen: dict[int, int] = {}
+        changed = []
+        for view in inspector.turns():
+            seen[view.id] = version = view.version
+            if sent.get(view.id) != version:
+                changed.append(view.row())
+        gone = sent.keys() - seen.keys()
+        sent = seen
         if changed or gone:
-            payload = {"turns": changed, "removed": sorted(gone)}
-            yield f"event: turns\ndata: {json.dumps(payload)}\n\n"
+            payload = {"fields": ROW, "turns": changed, "removed": sorted(gone)}
+            yield f"event: turns\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
         await anyio.sleep(period)
 
 

@@ -34,13 +34,15 @@ from toolloop.engine import commands as fx
 from toolloop.engine.events import ApprovalDecided, Event, StreamEnded, ToolSettled, TurnStarted
 from toolloop.engine.step import Step
 from toolloop.engine.table import Move
-from toolloop.states import IterationState, Phase, TurnSettings, Verdict
+from toolloop.states import IterationState, Phase, StreamStatus, TurnSettings, Verdict
 from toolloop.states.errors import InvalidOption
 
 TIMELINE_LIMIT = 200
 """Steps a turn's timeline keeps (the newest), each with the entries it made."""
 SEP = "\x1e"
-"""Between the entries of one step's timeline line (no tool name holds it: `_plain`)."""
+"""Between the entries of one step's text (no tool name holds it: `_plain`)."""
+ROW = ("id", "channel", "attempt", "iteration", "phase", "status", "finished")
+"""The fields of a turn's row in the page's list, in `TurnView.row`'s order."""
 
 
 class TurnView:
@@ -70,85 +72,78 @@ class TurnView:
         self.phase, self.attempt, self.iteration = "idle", -1, 0
         self.status: str | None = None
         self.finished = False
-        self.timeline: deque[str] = deque(maxlen=TIMELINE_LIMIT)
-        """A line per step: ms since the first step and attempt, then each entry (kind, text; a
-        move's also source, dest, rule) after a SEP, the fields by tabs."""
+        self.timeline: deque[Any] = deque(maxlen=3 * TIMELINE_LIMIT)
+        """Three items a step: the loop's clock, the attempt, and the step's entries (kind,
+        text; a move's also source, dest, rule), each after a SEP, their fields by tabs."""
         self.version = 0
+        """Bumped by every change, so a page's push sends only the turns changed since its last."""
 
     def observer(self, state: IterationState, event: Event, out: Step) -> None:
         """A step: the phase moves; the call it ends, the move, the calls and notices it starts.
 
         Everything is read off the step (the event and its effects), so the loop builds
-        no host event for the inspector. A step is one string: a string is no object
-        the cyclic garbage collector tracks or counts (a tuple per entry made every
-        collection of a busy process slower), and one string a step formats its time
-        once and appends once.
+        no host event for the inspector. The move's text is made once per move
+        (`move_entry`), the rest found by one lookup of the event's and of each effect's
+        type; the step's time is kept as the clock gave it, formatted only when a page
+        asks for the turn. A step adds three items to the timeline in one `extend`, no
+        object of its own: a step's tuple or dict would be an object the cyclic garbage
+        collector tracks, and one string per step is all the text allocates.
         """
         now = self._now
         if now is None:
             now = self._now = loop_clock()
             self._started = now()
-        if isinstance(event, TurnStarted):
-            self.attempt += 1
-        ended = ""
-        if isinstance(event, StreamEnded):
-            ended = f"{SEP}provider\tcall ended: {event.result.status.value}"
-        elif isinstance(event, ToolSettled) and (pending := state.pending) is not None:
-            outcome = "succeeded" if event.result.success else "failed"
-            name = _plain(pending.batch[event.index].call.name if pending.batch else pending.name)
-            ended = f"{SEP}tool\t{name} {outcome} in {event.duration_ms} ms"
-        elif isinstance(event, ApprovalDecided) and (pending := state.pending) is not None:
-            waited = pending.batch[event.index]
-            decided = approval_ended(self.attempt, state.iteration, waited, event, out)
-            ended = f"{SEP}approval\t{_plain(decided.name)} {_approval_outcome(decided)}"
+        kind = type(event)
         after = out.state
-        entry, phase = move_entry(state.phase, type(event), out.move, after.phase)
-        line = f"{round((now() - self._started) * 1000)}\t{self.attempt}{ended}{entry}"
+        text, phase = move_entry(state.phase, kind, out.move, after.phase)
+        ended = ENDED.get(kind)
+        if ended is not None:
+            text = ended(self, state, event, out) + text
         for effect in out.effects:
-            if type(effect) not in SHOWN_EFFECTS:
-                continue
-            if isinstance(effect, fx.StreamOnce):
-                line += f"{SEP}provider\tcall started"
-            elif isinstance(effect, STARTS):
-                line += f"{SEP}tool\t{_plain(effect.call.name)} started"
-            elif isinstance(effect, fx.AskApproval):
-                line += f"{SEP}approval\t{_plain(effect.request.tool)} waits for approval"
-            elif isinstance(effect, fx.SendNotice):
-                line += f"{SEP}notice\t{effect.key.value}"
-            elif isinstance(effect, fx.Finish):
-                self.status = effect.result.status.value
-        self.timeline.append(line)
+            started = STARTED.get(type(effect))
+            if started is not None:
+                text += started(self, effect)
+        self.timeline.extend((now(), self.attempt, text))
         self.phase, self.iteration = phase, after.iteration
         self.version += 1
 
+    def row(self) -> tuple[Any, ...]:
+        """The turn's row in the page's list: the `ROW` fields, in order."""
+        return (
+            self.id,
+            self.channel,
+            self.attempt,
+            self.iteration,
+            self.phase,
+            self.status,
+            self.finished,
+        )
+
     def summary(self) -> dict[str, Any]:
-        """The turn's row in the page's list."""
+        """The turn's row by name, with when it started and its version."""
         return {
-            "id": self.id,
-            "channel": self.channel,
+            **dict(zip(ROW, self.row(), strict=True)),
             "started_at": self.started_at,
-            "attempt": self.attempt,
-            "iteration": self.iteration,
-            "phase": self.phase,
-            "status": self.status,
-            "finished": self.finished,
             "version": self.version,
         }
 
     def detail(self) -> dict[str, Any]:
         """The summary and the timeline, oldest first."""
-        timeline = [entry for line in list(self.timeline) for entry in _entries(line)]
+        items = list(self.timeline)  # one C call: whole steps, whatever the loop does meanwhile
+        timeline = [
+            entry
+            for at, attempt, text in zip(items[::3], items[1::3], items[2::3], strict=True)
+            for entry in _entries(round((at - self._started) * 1000), attempt, text)
+        ]
         return {**self.summary(), "timeline": timeline}
 
 
-def _entries(line: str) -> list[dict[str, Any]]:
-    """A step's timeline entries as the page reads them, from its line."""
-    head, *entries = line.split(SEP)
-    at, attempt = (int(field) for field in head.split("\t"))
+def _entries(at_ms: int, attempt: int, text: str) -> list[dict[str, Any]]:
+    """A step's timeline entries as the page reads them, from its text."""
     read = []
-    for text in entries:
-        kind, said, *move = text.split("\t")
-        entry: dict[str, Any] = {"at_ms": at, "attempt": attempt, "kind": kind, "text": said}
+    for entry_text in text.split(SEP)[1:]:
+        kind, said, *move = entry_text.split("\t")
+        entry: dict[str, Any] = {"at_ms": at_ms, "attempt": attempt, "kind": kind, "text": said}
         if move:
             entry["source"], entry["dest"], entry["rule"] = move
         read.append(entry)
@@ -171,9 +166,69 @@ def _move_entry(
 
 
 move_entry = MoveMemo(_move_entry)
-STARTS = (fx.DispatchTool, fx.StartTool)
-SHOWN_EFFECTS = frozenset({*STARTS, fx.StreamOnce, fx.AskApproval, fx.SendNotice, fx.Finish})
-"""The effects a timeline shows; a step's others are passed over with one lookup."""
+
+
+def _attempt_started(view: TurnView, state: IterationState, event: Any, out: Step) -> str:
+    view.attempt += 1
+    return ""
+
+
+def _stream_ended(view: TurnView, state: IterationState, event: Any, out: Step) -> str:
+    return STREAM_ENDED[event.result.status]
+
+
+def _tool_settled(view: TurnView, state: IterationState, event: Any, out: Step) -> str:
+    pending = state.pending
+    if pending is None:
+        return ""
+    outcome = "succeeded" if event.result.success else "failed"
+    name = _plain(pending.batch[event.index].call.name if pending.batch else pending.name)
+    return f"{SEP}tool\t{name} {outcome} in {event.duration_ms} ms"
+
+
+def _approval_decided(view: TurnView, state: IterationState, event: Any, out: Step) -> str:
+    pending = state.pending
+    if pending is None:
+        return ""
+    decided = approval_ended(view.attempt, state.iteration, pending.batch[event.index], event, out)
+    return f"{SEP}approval\t{_plain(decided.name)} {_approval_outcome(decided)}"
+
+
+ENDED: dict[type[Event], Callable[[TurnView, IterationState, Any, Step], str]] = {
+    TurnStarted: _attempt_started,
+    StreamEnded: _stream_ended,
+    ToolSettled: _tool_settled,
+    ApprovalDecided: _approval_decided,
+}
+"""What a step's event adds before its move (the call it ends), by the event's type."""
+STREAM_ENDED = {status: f"{SEP}provider\tcall ended: {status.value}" for status in StreamStatus}
+PROVIDER_STARTED = f"{SEP}provider\tcall started"
+NOTICES = {key: f"{SEP}notice\t{key.value}" for key in fx.NoticeKey}
+
+
+def _tool_started(view: TurnView, effect: Any) -> str:
+    return f"{SEP}tool\t{_plain(effect.call.name)} started"
+
+
+def _approval_asked(view: TurnView, effect: Any) -> str:
+    return f"{SEP}approval\t{_plain(effect.request.tool)} waits for approval"
+
+
+def _finished(view: TurnView, effect: Any) -> str:
+    view.status = effect.result.status.value
+    return ""
+
+
+STARTED: dict[type, Callable[[TurnView, Any], str]] = {
+    fx.StreamOnce: lambda view, effect: PROVIDER_STARTED,
+    fx.DispatchTool: _tool_started,
+    fx.StartTool: _tool_started,
+    fx.AskApproval: _approval_asked,
+    fx.SendNotice: lambda view, effect: NOTICES[effect.key],
+    fx.Finish: _finished,
+}
+"""What each effect a timeline shows adds after the move, by its type; the step's other
+effects are passed over with one lookup."""
 
 
 def _plain(name: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -60,14 +61,17 @@ def test_the_events_push_a_turn_when_it_changes(served: Running, inspector: Insp
         with inspector.watch(TurnSettings(), channel="#live"):
             pass
         pushed = next_event(lines)
-    assert [(turn["channel"], turn["finished"]) for turn in pushed["turns"]] == [("#live", True)]
+    rows = [dict(zip(pushed["fields"], row, strict=True)) for row in pushed["turns"]]
+    assert [(row["channel"], row["phase"], row["finished"]) for row in rows] == [
+        ("#live", "idle", True)
+    ]
 
 
-def next_event(lines: Iterator[str]) -> dict[str, object]:
+def next_event(lines: Iterator[str]) -> dict[str, Any]:
     """The data of the next `turns` event."""
     for line in lines:
         if line.startswith("data: "):
-            payload: dict[str, object] = json.loads(line.removeprefix("data: "))
+            payload: dict[str, Any] = json.loads(line.removeprefix("data: "))
             return payload
     raise AssertionError("the event stream ended")
 

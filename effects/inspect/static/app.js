@@ -172,12 +172,14 @@ async function start() {
   events.onopen = () => { status.dataset.state = "live"; status.textContent = "live"; };
   events.onerror = () => { status.dataset.state = "lost"; status.textContent = "reconnecting…"; };
   events.addEventListener("turns", message => {
+    // Each changed turn is a row of values, named by update.fields.
     const update = JSON.parse(message.data);
-    for (const turn of update.turns) turns.set(turn.id, turn);
+    const changed = update.turns.map(row => Object.fromEntries(update.fields.map((field, index) => [field, row[index]])));
+    for (const turn of changed) turns.set(turn.id, turn);
     for (const id of update.removed) turns.delete(id);
     renderTurns();
     light();
-    if (selected !== null && update.turns.some(turn => turn.id === selected)) loadTimeline();
+    if (selected !== null && changed.some(turn => turn.id === selected)) loadTimeline();
   });
 }
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 
 from toolloop.effects.clock import loop_clock
 from toolloop.effects.observe import (
@@ -52,13 +52,15 @@ class _Open:
 class ToolSpans:
     """The open tool spans of a turn, under its `context`, and the secrets its calls were given.
 
+    Of a turn its sampler dropped (`recording` False) it keeps only what the
+    metrics need: its spans are the API's invalid span, which records nothing.
     A secret is the raw value of an argument the registry redacts; `scrub` cuts
     every one out of a text. The values are only sought when a text is scrubbed
     (a failure, or content on opt-in): a turn whose tools succeed never walks them.
     """
 
-    def __init__(self, telemetry: Telemetry, context: Context) -> None:
-        self._telemetry, self._context = telemetry, context
+    def __init__(self, telemetry: Telemetry, context: Context, *, recording: bool) -> None:
+        self._telemetry, self._context, self._recording = telemetry, context, recording
         self._secrets: set[str] = set()
         self._unsought: list[tuple[JsonObject, JsonObject]] = []
         """(raw, redacted) arguments whose secrets are not in `_secrets` yet."""
@@ -176,7 +178,7 @@ class ToolSpans:
         if not shown.success:
             self._telemetry.tool_failures.add(1, {sc.TOOL_NAME: shown.name, sc.ERROR_TYPE: outcome})
         ended: dict[str, Any] = {}
-        if self._telemetry.capture_content and settled is not None:
+        if self._recording and self._telemetry.capture_content and settled is not None:
             result = {"success": settled.success, "data": settled.data, "error": settled.error}
             ended[sc.TOOL_RESULT] = self.scrub(json.dumps(result, ensure_ascii=False, default=str))
         self._end(running.span, outcome, shown.error or "", ended)
@@ -203,6 +205,8 @@ class ToolSpans:
                 yield tool.span
 
     def _start(self, shown: ApprovalAsked | ToolStarted) -> Span:
+        if not self._recording:  # a turn its sampler dropped: the metrics only
+            return INVALID_SPAN
         attributes: dict[str, Any] = {
             sc.OPERATION: "execute_tool",
             sc.TOOL_NAME: shown.name,
@@ -223,6 +227,8 @@ class ToolSpans:
         return span
 
     def _end(self, span: Span, outcome: str, error: str, ended: dict[str, Any]) -> None:
+        if not self._recording:
+            return  # the invalid span: nothing to end
         ended[sc.TOOL_OUTCOME] = outcome
         if outcome != "success":
             ended[sc.ERROR_TYPE] = outcome

@@ -33,7 +33,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 
 from toolloop.effects.interpreter import Observer
 from toolloop.effects.observe import (
@@ -222,12 +222,17 @@ class TurnTrace:
         self.observer: Observer | None = self._observe if active else None
         self.on_event: HostObserver | None = self._on_event if active else None
         self._context: Context = trace.set_span_in_context(span)
+        self._recording = span.is_recording()
+        """False for a turn its sampler dropped: only its metrics are recorded."""
         self._attempt = -1
         self._chat: Span | None = None
         self._chat_started, self._chat_name = 0.0, ""
+        self._first_chunk: float | None = None
+        """The open provider call's time to its first chunk, once it came."""
         self._chat_metric: dict[str, Any] = {}
         self._chat_attributes: dict[str, Any] = {}
-        self._tools = ToolSpans(telemetry, self._context)
+        self._token_metrics: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+        self._tools = ToolSpans(telemetry, self._context, recording=self._recording)
         self._settled: ToolResult | None = None
         self._usage: TokenUsage | None = None
         self._status: TurnStatus | None = None
@@ -248,10 +253,11 @@ class TurnTrace:
             self._settled = event.result
         after, move = out.state, out.move
         dest = after.phase
-        labels = step_labels(state.phase, type(event), move, dest)
-        self._span.add_event(
-            sc.STEP_EVENT, {**labels, sc.ATTEMPT: self._attempt, sc.ITERATION: after.iteration}
-        )
+        if self._recording:
+            labels = step_labels(state.phase, type(event), move, dest)
+            self._span.add_event(
+                sc.STEP_EVENT, {**labels, sc.ATTEMPT: self._attempt, sc.ITERATION: after.iteration}
+            )
         if move in COUNTED_MOVES:
             self._count(move)
         if dest is FINISHED:
@@ -282,9 +288,8 @@ class TurnTrace:
             settled, self._settled = self._settled, None
             self._tools.finished(shown, settled)
         elif isinstance(shown, StreamFirstChunk):
-            if self._chat is not None:
-                elapsed = time.monotonic() - self._chat_started
-                self._chat.set_attribute(sc.TIME_TO_FIRST_CHUNK, elapsed)
+            if self._chat is not None and self._first_chunk is None:
+                self._first_chunk = time.monotonic() - self._chat_started
         elif isinstance(shown, ApprovalAsked):
             self._tools.asked(shown)
         elif isinstance(shown, (ApprovalAnswered, ApprovalExpired, ApprovalWithdrawn)):
@@ -314,6 +319,10 @@ class TurnTrace:
         provider = provider_name(descriptor)
         self._chat_name = f"chat {model}"
         self._chat_metric = {sc.OPERATION: "chat", sc.PROVIDER: provider, sc.REQUEST_MODEL: model}
+        self._token_metrics = (
+            {**self._chat_metric, sc.TOKEN_TYPE: "input"},
+            {**self._chat_metric, sc.TOKEN_TYPE: "output"},
+        )
         self._chat_attributes = {
             **self._chat_metric,
             sc.REQUEST_STREAM: True,
@@ -321,7 +330,10 @@ class TurnTrace:
         }
 
     def _start_chat(self, iteration: int) -> None:
-        self._chat_started = time.monotonic()
+        self._chat_started, self._first_chunk = time.monotonic(), None
+        if not self._recording:
+            self._chat = INVALID_SPAN  # its duration is still measured
+            return
         self._chat = self._telemetry.tracer.start_span(
             self._chat_name,
             self._context,
@@ -333,9 +345,12 @@ class TurnTrace:
         span, self._chat = self._chat, None
         if span is None:
             return
+        took = time.monotonic() - self._chat_started
         result = event.result
         status = result.status
-        ended = {**STREAM_ENDED[status]}
+        ended: dict[str, Any] = {**STREAM_ENDED[status]}
+        if self._first_chunk is not None:
+            ended[sc.TIME_TO_FIRST_CHUNK] = self._first_chunk
         metric = self._chat_metric
         if status is StreamStatus.ERROR or status is StreamStatus.TIMEOUT:
             error = result.data
@@ -346,7 +361,7 @@ class TurnTrace:
         usage = result.usage
         if usage is not None:
             self._used(usage, ended)
-        if self._telemetry.capture_content:
+        if self._recording and self._telemetry.capture_content:
             message = {
                 "role": "assistant",
                 "parts": [{"type": "text", "content": self._scrub(result.accumulated_text)}],
@@ -355,7 +370,7 @@ class TurnTrace:
             ended[sc.OUTPUT_MESSAGES] = json.dumps([message], ensure_ascii=False)
         span.set_attributes(ended)
         span.end()
-        self._telemetry.duration.record(time.monotonic() - self._chat_started, metric)
+        self._telemetry.duration.record(took, metric)
 
     def _used(self, usage: TokenUsage, ended: dict[str, Any]) -> None:
         """A call's reported tokens: on its span, in the histogram, and into the turn's sum."""
@@ -363,9 +378,9 @@ class TurnTrace:
         ended[sc.OUTPUT_TOKENS] = usage.output_tokens
         if usage.reasoning_tokens:
             ended[sc.REASONING_TOKENS] = usage.reasoning_tokens
-        record, metric = self._telemetry.token_usage.record, self._chat_metric
-        record(usage.input_tokens, {**metric, sc.TOKEN_TYPE: "input"})
-        record(usage.output_tokens, {**metric, sc.TOKEN_TYPE: "output"})
+        record, (inputs, outputs) = self._telemetry.token_usage.record, self._token_metrics
+        record(usage.input_tokens, inputs)
+        record(usage.output_tokens, outputs)
         self._usage = usage if self._usage is None else self._usage + usage
 
     # -- the turn ---------------------------------------------------------------------------
@@ -378,15 +393,17 @@ class TurnTrace:
 
     def close(self) -> None:
         """End whatever an exception left open, then the turn span with its status."""
+        if self._chat is not None and self._first_chunk is not None:
+            self._chat.set_attribute(sc.TIME_TO_FIRST_CHUNK, self._first_chunk)
         for span in self._open_spans():
             span.set_status(Status(StatusCode.ERROR, "the turn ended first"))
             span.end()
         status = "raised" if self._status is None else self._status.value
-        self._span.set_attribute(sc.TURN_STATUS, status)
-        self._span.set_attribute("toolloop.turn.attempts", self._attempt + 1)
+        ended: dict[str, Any] = {sc.TURN_STATUS: status, sc.TURN_ATTEMPTS: self._attempt + 1}
         if self._usage is not None:  # every attempt's provider calls that reported it
-            self._span.set_attribute(sc.INPUT_TOKENS, self._usage.input_tokens)
-            self._span.set_attribute(sc.OUTPUT_TOKENS, self._usage.output_tokens)
+            ended[sc.INPUT_TOKENS] = self._usage.input_tokens
+            ended[sc.OUTPUT_TOKENS] = self._usage.output_tokens
+        self._span.set_attributes(ended)
         if self._status in FAILED_TURNS:
             self._span.set_status(Status(StatusCode.ERROR, status))
         self._telemetry.turns.add(1, {sc.TURN_STATUS: status})

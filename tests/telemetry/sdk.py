@@ -6,7 +6,7 @@ from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider, sampling
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -16,9 +16,11 @@ from toolloop.effects.telemetry import Telemetry
 class Recorded:
     """A `Telemetry` on an SDK of its own, with what it exported."""
 
-    def __init__(self, capture_content: bool = False) -> None:
+    def __init__(
+        self, capture_content: bool = False, sampler: sampling.Sampler | None = None
+    ) -> None:
         self.spans = InMemorySpanExporter()
-        tracer_provider = TracerProvider()
+        tracer_provider = TracerProvider(sampler=sampler)
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.metrics = InMemoryMetricReader()
         meter_provider = MeterProvider(metric_readers=[self.metrics])

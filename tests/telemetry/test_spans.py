@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from opentelemetry.sdk.trace import sampling
 from opentelemetry.trace import StatusCode
 
 from tests.effects.harness import ScriptProvider, calling, completed, failing, run_on, silent
@@ -206,6 +207,35 @@ async def test_metrics_count_turns_tool_failures_iterations_and_chat_durations()
     (tool,) = recorded.named("execute_tool")[:1]
     assert tool.status.status_code is StatusCode.ERROR
     assert (tool.attributes or {})["error.type"] == "failure"
+
+
+class Dropping(sampling.Sampler):
+    """Drops every span it is asked about, and counts the asks."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> sampling.SamplingResult:
+        self.asked.append(args[2])  # the span's name
+        return sampling.SamplingResult(sampling.Decision.DROP)
+
+    def get_description(self) -> str:
+        return "Dropping"
+
+
+async def test_a_turn_its_sampler_drops_starts_no_other_span_and_keeps_its_metrics() -> None:
+    """Sampled out, the turn asks for no chat or tool span, yet every metric is recorded."""
+    dropping = Dropping()
+    recorded = Recorded(sampler=dropping)
+    await run_turn(recorded, attempt(calling("broken", {}), completed()))
+    assert dropping.asked == ["invoke_agent Tomo"]
+    assert recorded.spans.get_finished_spans() == ()
+    (failures,) = recorded.points("toolloop.tool.failures")
+    assert failures.value == 1 and failures.attributes["gen_ai.tool.name"] == "broken"
+    (duration,) = recorded.points("gen_ai.client.operation.duration")
+    assert duration.count == 2
+    (turns,) = recorded.points("toolloop.turns")
+    assert turns.value == 1 and turns.attributes["toolloop.turn.status"] == "completed"
 
 
 async def test_an_exception_out_of_the_turn_is_recorded_on_its_span() -> None:

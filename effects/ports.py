@@ -15,6 +15,7 @@ from toolloop.engine import tool_call
 from toolloop.engine.commands import StreamOnce
 from toolloop.engine.events import StopRequest
 from toolloop.states import (
+    VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS,
     ApprovalDecision,
     ApprovalRequest,
     FunctionCall,
@@ -41,6 +42,9 @@ class StreamRequest:
     """The message the reply answers; None for scene turns."""
     verbatim: bool = False
     """Run the verbatim parser over the visible text (SPEC 10, decided per attempt)."""
+    verbatim_tool_call_max_buffer_chars: int = VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS
+    """The parser's cap on held text: the attempt's `LoopConfig` value, carried here so the
+    provider reads it from the request and the bot author never copies it (SPEC 2)."""
 
 
 class StreamSink(Protocol):

@@ -77,6 +77,7 @@ import attrs
 
 from toolloop.states.errors import InvalidOption, UsageError
 from toolloop.states.json_policy import JsonInputError, loads
+from toolloop.states.loop_config import VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS
 
 __all__ = ["Feed", "Flush", "VerbatimCall", "VerbatimToolCallParser"]
 
@@ -242,7 +243,10 @@ class VerbatimToolCallParser:
     _call: VerbatimCall | None
 
     def __init__(
-        self, *, tools: Mapping[str, Mapping[str, Any]], max_buffer_chars: int = 8192
+        self,
+        *,
+        tools: Mapping[str, Mapping[str, Any]],
+        max_buffer_chars: int = VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS,
     ) -> None:
         if max_buffer_chars < 1:
             raise InvalidOption(f"max_buffer_chars must be >= 1 (got {max_buffer_chars!r})")

@@ -28,6 +28,7 @@ from toolloop.states.iteration import (
 from toolloop.states.loop_config import (
     SOFT_WARN_ITERATION_THRESHOLD,
     SUPPRESS_FOLLOW_UP_AFTER_PRE_TOOL_TEXT,
+    VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS,
     ConfigWarning,
     LoopConfig,
 )
@@ -52,6 +53,7 @@ from toolloop.states.turn import (
 __all__ = [
     "SOFT_WARN_ITERATION_THRESHOLD",
     "SUPPRESS_FOLLOW_UP_AFTER_PRE_TOOL_TEXT",
+    "VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS",
     "ApiFamily",
     "ApprovalDecision",
     "ApprovalRequest",

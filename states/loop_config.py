@@ -6,6 +6,8 @@ SOFT_WARN_ITERATION_THRESHOLD = 20
 """The iteration at which the still-working notice is sent (fixed)."""
 SUPPRESS_FOLLOW_UP_AFTER_PRE_TOOL_TEXT = frozenset({"update_short_term_memory"})
 """Tools that end the turn after visible text unless the registry wants a follow-up."""
+VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS = 8_192
+"""SPEC's default cap on the text the verbatim parser may hold back; the config sets it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -18,7 +20,7 @@ class LoopConfig:
     stream_sdk_call_timeout_ms: int = 120_000
     stream_abandoned_settle_timeout_ms: int = 5_000
     tool_execution_timeout_ms: int = 300_000
-    verbatim_tool_call_max_buffer_chars: int = 8_192
+    verbatim_tool_call_max_buffer_chars: int = VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS
     tool_parallel_limit: int = 8
     """Tool calls of one batch that run at once (1: one after another, SPEC 6b)."""
     tool_approval_timeout_ms: int = 300_000

@@ -64,6 +64,7 @@ class StreamStage(Announcer):
             tools=self.registry.specs(self.provider.descriptor),
             reply_to=self.reply_to,
             verbatim=self.verbatim,
+            verbatim_tool_call_max_buffer_chars=self.config.verbatim_tool_call_max_buffer_chars,
         )
         self.channel.stream_started(span)
         stream = self.provider.stream(request, sink)

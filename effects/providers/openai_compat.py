@@ -45,7 +45,7 @@ class OpenAICompatProvider(HttpProvider):
     says the model reads images (its descriptor tells the host to send them).
     """
 
-    __slots__ = ("_max_buffer_chars",)
+    __slots__ = ()
 
     def __init__(
         self,
@@ -61,7 +61,6 @@ class OpenAICompatProvider(HttpProvider):
         extra_body: Mapping[str, Any] | None = None,
         client: httpx.AsyncClient | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
-        verbatim_tool_call_max_buffer_chars: int = 8_192,
         accepts_images: bool = False,
     ) -> None:
         key = resolve_key(api_key, api_key_env)
@@ -83,7 +82,6 @@ class OpenAICompatProvider(HttpProvider):
             client=client,
             timeout=timeout,
         )
-        self._max_buffer_chars = verbatim_tool_call_max_buffer_chars
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "none"
@@ -99,11 +97,15 @@ class OpenAICompatProvider(HttpProvider):
         return await self._stream(body, Stream(self._parser(request), self._quoter), sink)
 
     def _parser(self, request: StreamRequest) -> VerbatimToolCallParser | None:
-        """The verbatim parser for this attempt, or None when it does not qualify (SPEC 10)."""
+        """The verbatim parser for this attempt, or None when it does not qualify (SPEC 10).
+
+        Its cap is the request's, which the interpreter takes from the attempt's config.
+        """
         if not (request.verbatim and request.tools):
             return None
         tools = {tool.name: tool.parameters for tool in request.tools}
-        return VerbatimToolCallParser(tools=tools, max_buffer_chars=self._max_buffer_chars)
+        cap = request.verbatim_tool_call_max_buffer_chars
+        return VerbatimToolCallParser(tools=tools, max_buffer_chars=cap)
 
     def _hint(self, status: int) -> str:
         """What to check for the statuses a misconfiguration causes; empty for any other."""

@@ -96,6 +96,7 @@ class TurnActivities:
             tools=ports.registry.specs(ports.provider.descriptor),
             reply_to=ports.reply_to,
             verbatim=ports.verbatim,
+            verbatim_tool_call_max_buffer_chars=given.config.verbatim_tool_call_max_buffer_chars,
         )
         ports.channel.stream_started(span)
         try:

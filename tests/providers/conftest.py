@@ -11,7 +11,14 @@ from tests.openai_server import OpenAIServer
 from toolloop.effects.ports import StreamRequest
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.engine.commands import StreamOnce
-from toolloop.states import ContextItem, JsonObject, ToolHistoryEntry, ToolSpec, TurnSettings
+from toolloop.states import (
+    VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS,
+    ContextItem,
+    JsonObject,
+    ToolHistoryEntry,
+    ToolSpec,
+    TurnSettings,
+)
 
 WEATHER = ToolSpec(
     name="get_weather",
@@ -54,6 +61,7 @@ def make_request(
     parts: tuple[JsonObject, ...] = (),
     tail_directives: tuple[str, ...] = (),
     verbatim: bool = False,
+    verbatim_cap: int = VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS,
 ) -> StreamRequest:
     """A stream request for iteration 0 unless history says otherwise."""
     once = StreamOnce(
@@ -65,4 +73,10 @@ def make_request(
         disabled=frozenset(),
         suppress_text_output=False,
     )
-    return StreamRequest(turn=TurnSettings(), once=once, tools=tools, verbatim=verbatim)
+    return StreamRequest(
+        turn=TurnSettings(),
+        once=once,
+        tools=tools,
+        verbatim=verbatim,
+        verbatim_tool_call_max_buffer_chars=verbatim_cap,
+    )

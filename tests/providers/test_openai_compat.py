@@ -26,6 +26,7 @@ from tests.providers.conftest import RecordingSink, make_provider, make_request
 from toolloop.effects.ports import StreamRequest
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.states import FunctionCall, StreamError, StreamResult, StreamStatus
+from toolloop.states.errors import InvalidOption
 
 pytestmark = pytest.mark.anyio
 
@@ -509,6 +510,25 @@ class TestVerbatim:
         text = '`get_weather({"city": "Paris"})`'
         result, sink = await run(server, text_reply(text))
         assert (result.status, "".join(sink.delivered)) == (StreamStatus.COMPLETED, text)
+
+    async def test_the_request_caps_the_text_the_parser_holds(self, server: OpenAIServer) -> None:
+        """A call longer than the request's cap is delivered as text; one that fits is a call."""
+        text = 'get_weather({"city": "Paris"})'
+        over = make_request(verbatim=True, verbatim_cap=len(text) - 1)
+        result, sink = await run(server, text_reply(text), request=over)
+        assert (result.status, "".join(sink.delivered)) == (StreamStatus.COMPLETED, text)
+        fits = make_request(verbatim=True, verbatim_cap=len(text))
+        call = call_of((await run(server, text_reply(text), request=fits))[0])
+        assert (call.name, call.args) == ("get_weather", {"city": "Paris"})
+
+    async def test_a_request_cap_below_one_is_refused_before_anything_is_sent(
+        self, server: OpenAIServer
+    ) -> None:
+        """A verbatim request whose cap is 0 is an `InvalidOption` naming it; no request leaves."""
+        request = make_request(verbatim=True, verbatim_cap=0)
+        with pytest.raises(InvalidOption, match=r"^max_buffer_chars must be >= 1 \(got 0\)$"):
+            await run(server, text_reply("never sent"), request=request)
+        assert server.requests == []
 
     async def test_rejected_call_text_is_delivered(self, server: OpenAIServer) -> None:
         """Call-shaped text the parser refuses (unknown tool) reaches the channel whole."""

@@ -3,7 +3,9 @@
 Configured by the environment or a TOML file (`toolloop.effects.discord.settings`):
 `DISCORD_TOKEN` is required; without `TOOLLOOP_BASE_URL` the embedded demo model is served on
 loopback (and `OPENAI_API_KEY` is not read), so a bot token alone gives a working bot. A key
-the provider refuses is one line naming the variable.
+the provider refuses is one line naming the variable. SIGTERM and SIGINT close the bot,
+suspending its turns to the journal or stopping them (`toolloop.effects.discord.shutdown`),
+and it exits 0.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import discord
 
 from toolloop.effects.discord.bot import ToolloopBot
 from toolloop.effects.discord.settings import JOURNAL, TOKEN, BotSettings, MissingSetting
+from toolloop.effects.discord.shutdown import closing_on_signals
 from toolloop.effects.durable.journal import Journal, JournalError
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.tools import demo_model
@@ -27,7 +30,8 @@ from toolloop.tools.demo import demo_registry
 
 
 def main(env: Mapping[str, str] | None = None, config: Path | None = None) -> int:
-    """Run the bot until interrupted; 2 with a one-line error when the configuration is wrong.
+    """Run the bot until SIGTERM or SIGINT closes it (`shutdown`), then 0; 2 with a one-line
+    error when the configuration is wrong.
 
     `config` is a TOML file of settings, each overridden by its environment variable.
     """
@@ -82,8 +86,9 @@ def model_provider(settings: BotSettings, url: str) -> OpenAICompatProvider:
 
 
 async def serve(settings: BotSettings) -> None:
-    """Log in and answer messages until the bot is closed; the journal, if there is one, is
-    opened first (a file that cannot be one is refused before the login)."""
+    """Log in and answer messages until the bot is closed (SIGTERM and SIGINT close it); the
+    journal, if there is one, is opened first (a file that cannot be one is refused before
+    the login)."""
     journal = None if settings.journal is None else await Journal.open(settings.journal)
     try:
         with demo_model.endpoint(settings.base_url) as url:
@@ -93,7 +98,8 @@ async def serve(settings: BotSettings) -> None:
                 provider,
                 ToolloopBot(settings, provider=provider, registry=registry, journal=journal) as bot,
             ):
-                await bot.start(settings.token)
+                with closing_on_signals(bot):
+                    await bot.start(settings.token)
     finally:
         if journal is not None:
             await journal.close()

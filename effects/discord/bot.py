@@ -168,11 +168,12 @@ class ToolloopBot(discord.Client):
         return found
 
     async def on_message(self, message: discord.Message) -> None:
-        """A stop phrase stops (never reaching the transcript); a message the access policy
-        answers starts a turn, and goes to the transcript as the model reads it (`read`),
-        after the message its thread was started from when it opens the thread's
-        transcript (with `conversation = "reply_chain"` Discord holds it instead)."""
-        if not from_a_user(message):
+        """Nothing once the bot is closing. A stop phrase stops (never reaching the
+        transcript); a message the access policy answers starts a turn, and goes to the
+        transcript as the model reads it (`read`), after the message its thread was started
+        from when it opens the thread's transcript (with `conversation = "reply_chain"`
+        Discord holds it instead)."""
+        if self.turns.closing or not from_a_user(message):
             return
         if self.turns.is_stop_phrase(message):
             await self.turns.on_message(message)
@@ -245,15 +246,17 @@ class ToolloopBot(discord.Client):
         )
 
     async def close(self) -> None:
-        """Stop the running turns (as `/kill` does) and their messages' editors, then disconnect;
-        with a journal, leave them to it instead (`TurnManager.suspend`): the next start
-        resumes them."""
+        """Take no new message; stop the running turns (as `/kill` does, within
+        `shutdown_grace_seconds`) and their messages' editors, then disconnect. With a
+        journal, leave them to it instead (`TurnManager.suspend`): the next start resumes
+        them. `toolloop discord` calls this on SIGTERM and SIGINT (`shutdown`)."""
         if self.journal is not None:  # the next start resumes the running turns
             await self.turns.suspend()
         else:
-            await self.turns.close()
+            await self.turns.close(self.settings.shutdown_grace_seconds)
         if self._own_journal is not None:
-            await self._own_journal.close()  # the one `setup_hook` opened
+            journal, self._own_journal = self._own_journal, None
+            await journal.close()  # the one `setup_hook` opened
         await super().close()
 
     # -- one turn --------------------------------------------------------------------------

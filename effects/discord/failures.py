@@ -3,7 +3,7 @@
 A failed turn gets an error notice that says what failed in a user's words
 (the model could not be reached, refused the key, took too long); the stream
 error itself, with its URL and status, goes to the log only. A reply cut short
-(a stop, a follow-up, the stale timeout, an error) gets a marker under its
+(a stop, a shutdown, a follow-up, the stale timeout, an error) gets a marker under its
 last message, so nobody mistakes it for a whole answer. English is complete;
 a missing locale or text falls back to it.
 """
@@ -25,6 +25,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "failed": "Something went wrong while the model answered, so I could not finish this "
         "reply.",
         "cut_stopped": "stopped",
+        "cut_shutdown": "stopped: the bot shut down",
         "cut_follow_up": "interrupted by a new message",
         "cut_stale": "cut off: this reply took too long",
         "cut_failed": "cut off by an error",
@@ -38,6 +39,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "failed": "Beim Antworten des Modells ist etwas schiefgegangen, daher konnte ich diese "
         "Antwort nicht beenden.",
         "cut_stopped": "angehalten",
+        "cut_shutdown": "angehalten: der Bot wurde beendet",
         "cut_follow_up": "durch eine neue Nachricht unterbrochen",
         "cut_stale": "abgebrochen: diese Antwort hat zu lange gedauert",
         "cut_failed": "durch einen Fehler abgebrochen",
@@ -50,6 +52,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "too_slow": "モデルの応答に時間がかかりすぎたため、この返信を中止しました。",
         "failed": "モデルの応答中に問題が発生したため、この返信を完了できませんでした。",
         "cut_stopped": "停止しました",
+        "cut_shutdown": "停止しました：ボットが終了しました",
         "cut_follow_up": "新しいメッセージで中断されました",
         "cut_stale": "中断：この返信に時間がかかりすぎました",
         "cut_failed": "エラーで中断されました",
@@ -92,10 +95,12 @@ def failure_notice(error: StreamError | None, locale: str) -> Notice | None:
     return Notice(key=key, level="error", text=text(key, locale), hidden=False, iteration=0)
 
 
-def cut_marker(status: TurnStatus | None, locale: str) -> str | None:
+def cut_marker(status: TurnStatus | None, locale: str, *, shutdown: bool = False) -> str | None:
     """The marker for a reply that ended with `status` (None: the stale timeout cut it),
-    or None when the reply was not cut."""
+    or None when the reply was not cut; a stop by the bot's `shutdown` says so."""
     if status is None:
         return text("cut_stale", locale)
+    if shutdown and status is TurnStatus.STOPPED_BY_USER:
+        return text("cut_shutdown", locale)
     key = CUTS.get(status)
     return None if key is None else text(key, locale)

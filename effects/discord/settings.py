@@ -20,6 +20,7 @@ from pathlib import Path
 import attrs
 
 from toolloop.effects.discord.access import Access
+from toolloop.effects.discord.turns import SHUTDOWN_GRACE
 from toolloop.effects.discord.voices import DiscordPersona
 from toolloop.states.errors import ToolloopError
 
@@ -28,6 +29,7 @@ BASE_URL, MODEL, API_KEY = "TOOLLOOP_BASE_URL", "TOOLLOOP_MODEL", "OPENAI_API_KE
 PERSONA, AVATAR = "TOOLLOOP_PERSONA_NAME", "TOOLLOOP_PERSONA_AVATAR_URL"
 STOP_PHRASE, THOUGHT_LOG = "TOOLLOOP_STOP_PHRASE", "TOOLLOOP_THOUGHT_LOG_CHANNEL"
 STALE = "TOOLLOOP_STALE_TURN_SECONDS"
+GRACE = "TOOLLOOP_SHUTDOWN_GRACE_SECONDS"
 PING_REPLIED = "TOOLLOOP_PING_REPLIED_USER"
 LOCALE = "TOOLLOOP_LOCALE"
 ANSWER_ALL, DIRECT_MESSAGES = "TOOLLOOP_ANSWER_ALL", "TOOLLOOP_DIRECT_MESSAGES"
@@ -56,6 +58,7 @@ KEYS = {
     "stop_phrase": STOP_PHRASE,
     "thought_log_channel": THOUGHT_LOG,
     "stale_turn_seconds": STALE,
+    "shutdown_grace_seconds": GRACE,
     "ping_replied_user": PING_REPLIED,
     "locale": LOCALE,
     "answer_all": ANSWER_ALL,
@@ -73,6 +76,8 @@ SWITCH |= {"false": False, "no": False, "off": False, "0": False}
 """The words a yes/no setting takes (any case)."""
 STALE_RANGE = (1, 86_400)
 """A stale-turn timeout from a second to a day."""
+GRACE_RANGE = (0, 3_600)
+"""A shutdown's grace time from none to an hour."""
 CONVERSATIONS = ("transcript", "reply_chain")
 """Where the model's conversation comes from: the bot's memory, or Discord's reply chain."""
 CHAIN_RANGE = (1, 100)
@@ -107,6 +112,9 @@ class BotSettings:
     stop_phrase: str | None = None
     thought_log_channel: int | None = None
     stale_turn_seconds: float = 600.0
+    shutdown_grace_seconds: float = SHUTDOWN_GRACE
+    """On SIGTERM or `close()` without a journal, how long the stopped turns get to end (their
+    replies marked) before they are cancelled where they stand."""
     ping_replied_user: bool = True
     """A reply pings the author of the message it answers (nothing else ever pings)."""
     locale: str = "en"
@@ -166,6 +174,7 @@ class _Source:
                 "(Discord Developer Portal > your application > Bot > Reset Token)"
             )
         name, stale = self.text(PERSONA), self.decimal(STALE, *STALE_RANGE)
+        grace = self.decimal(GRACE, *GRACE_RANGE)
         avatar = self.text(AVATAR) or None
         return BotSettings(
             token=token,
@@ -176,6 +185,7 @@ class _Source:
             stop_phrase=self.text(STOP_PHRASE) or None,
             thought_log_channel=self.whole(THOUGHT_LOG, 1, SNOWFLAKE_MAX),
             stale_turn_seconds=600.0 if stale is None else stale,
+            shutdown_grace_seconds=SHUTDOWN_GRACE if grace is None else grace,
             ping_replied_user=self.switch(PING_REPLIED, default=True),
             locale=self.locale(),
             access=Access(

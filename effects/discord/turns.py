@@ -9,10 +9,13 @@ channel's editors stopped and the queue dropped. Each turn gets its own
 `MemoryTurnControl`, so a kill can never reach the next turn; only the
 follow-up count carries over. A turn that outlives `stale_after` seconds,
 sending its last text included, is cancelled. `wait_idle()` waits for every
-channel; `close()` stops them all first. A turn an earlier process left
-unfinished in the journal is resumed in its channel's lane (`resume`), before
-the messages that arrive meanwhile; `suspend()` shuts down leaving the running
-turns to the journal.
+channel. A turn an earlier process left unfinished in the journal is resumed in
+its channel's lane (`resume`), before the messages that arrive meanwhile.
+
+Two ways to shut down, after which no message starts a turn (`closing`):
+`close()` stops every turn as `/kill` does, each reply cut short marked as
+ended by the shutdown, within a grace time; `suspend()` leaves the running
+turns to the journal, cancelled where they stand, for the next start to resume.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ TYPING_EVERY = 8.0
 """Seconds between two typing indicators (Discord shows one for about 10 s)."""
 MARK_GRACE = 10.0
 """Seconds the cut marker's one edit may take (a rate-limit slot and Discord's answer)."""
+SHUTDOWN_GRACE = 8.0
+"""Seconds `close` gives the stopped turns to end (Docker sends SIGKILL 10 s after SIGTERM)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -104,10 +109,12 @@ class TurnManager:
         self._lanes: dict[int, _Lane] = {}
         self._suspending = False
         """`suspend` cancels the turns: a turn cut short is left as it stands, unmarked."""
+        self.closing = False
+        """`close` or `suspend` began: no message starts a turn any more."""
 
     async def on_message(self, message: discord.Message) -> None:
         """A user's message: a stop, the start of a turn, or a follow-up of the running one."""
-        if not from_a_user(message):
+        if self.closing or not from_a_user(message):
             return
         lane = self._lanes.setdefault(message.channel.id, _Lane())
         if self.is_stop_phrase(message):
@@ -122,6 +129,8 @@ class TurnManager:
 
     def resume(self, place: Place, journaled: JournaledTurn) -> None:
         """Carry on an earlier process's unfinished turn in its channel's lane, first."""
+        if self.closing:
+            return
         lane = self._lanes.setdefault(place.id, _Lane())
         lane.resumed.append(journaled)
         if lane.task is None or lane.task.done():
@@ -155,6 +164,10 @@ class TurnManager:
         lane = self._lanes.get(channel_id)
         return lane is not None and lane.control is not None and lane.control.killed.is_set()
 
+    def running(self) -> int:
+        """How many channels have a turn running or queued."""
+        return sum(1 for lane in self._lanes.values() if lane.task and not lane.task.done())
+
     def busy(self, channel_id: int) -> bool:
         """A turn runs or waits in the channel."""
         lane = self._lanes.get(channel_id)
@@ -165,19 +178,30 @@ class TurnManager:
         while tasks := [
             lane.task for lane in self._lanes.values() if lane.task and not lane.task.done()
         ]:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.wait(tasks)  # a cancelled wait leaves the turns running
 
-    async def close(self) -> None:
-        """Shut down: stop every channel's turn as `/kill` does, and wait until they ended."""
+    async def close(self, grace: float = SHUTDOWN_GRACE) -> None:
+        """Shut down: stop every channel's turn as `/kill` does (its reply marked as cut by
+        the shutdown) and wait until they ended; the turns still running after `grace`
+        seconds are cancelled where they stand."""
+        self.closing = True
         for lane in self._lanes.values():
             self._stop(lane)
-        await self.wait_idle()
+        with anyio.move_on_after(grace) as waited:
+            await self.wait_idle()
+        if waited.cancelled_caught:
+            log.warning("%d turns did not end within %s s: cancelled", self.running(), grace)
+            await self._cancel_running()
 
     async def suspend(self) -> None:
         """Shut down leaving the running turns to the journal: each is cancelled where it
         stands, its messages unmarked, for the next start to resume
         (`ToolloopBot.resume_turns`); the queued messages are dropped."""
-        self._suspending = True
+        self.closing = self._suspending = True
+        await self._cancel_running()
+
+    async def _cancel_running(self) -> None:
+        """Drop every queue and cancel every running turn; wait until they are gone."""
         running = []
         for lane in self._lanes.values():
             lane.pending.clear()
@@ -249,9 +273,10 @@ class TurnManager:
             elif result.status is TurnStatus.COMPLETED:
                 await send_sticker(place, result)
         finally:
-            marker = cut_marker(ended, self._locale)
+            marker = cut_marker(ended, self._locale, shutdown=self.closing)
             if marker is None and opened is not None and opened.cut_short:  # stopped unshown
-                marker = cut_marker(TurnStatus.STOPPED_BY_USER, self._locale)
+                stopped = TurnStatus.STOPPED_BY_USER
+                marker = cut_marker(stopped, self._locale, shutdown=self.closing)
             if opened is not None and marker is not None and not self._suspending:
                 with anyio.move_on_after(MARK_GRACE):
                     await opened.mark_cut(marker)

@@ -4,7 +4,7 @@ dpytest answers every request in memory and cannot refuse one the way Discord
 does (a deleted message's 404, a 429 with its `retry_after`, a 503). This
 aiohttp server answers the routes the host uses (log in, fetch a channel,
 create, edit and delete a message, the typing indicator, the global slash
-commands) as Discord does, records each request, and answers from `plan` first:
+commands, the application) as Discord does, records each request, and answers from `plan` first:
 `server.plan("PATCH", refusal(404, 10008))` makes the next edit fail as
 Discord fails an edit of a deleted message.
 `connect` points discord.py's real `HTTPClient` (its rate limiter and retries
@@ -14,6 +14,9 @@ dpytest cannot fire interactions either: `press` (a button) and `submit` (a
 modal) build the INTERACTION_CREATE payload Discord's gateway sends and hand it
 to discord.py's own gateway parser, and the server answers the interaction
 callback route as Discord does, applying a message update to the message.
+
+A bot run as a process of its own logs in to the server's `gateway`
+(`gateway.Gateway`) at `gateway_url`, where `gateway.say` sends it a user's message.
 """
 
 from __future__ import annotations
@@ -30,9 +33,12 @@ import discord
 import pytest
 from aiohttp import web
 
+from tests.discord.gateway import GUILD_ID, Gateway
+
 BOT_ID = 1_000_000_000_000_000_001
 APPLICATION_ID = 4242
-GUILD_ID = 1_000_000_000_000_000_002
+BOT = {"id": str(BOT_ID), "username": "bot", "discriminator": "0", "avatar": None, "bot": True}
+"""The bot's user, as Discord describes it."""
 
 
 @attrs.frozen
@@ -110,8 +116,12 @@ class DiscordServer:
         app.router.add_get("/api/v10/applications/{app}/commands", self._commands)
         app.router.add_put("/api/v10/applications/{app}/commands", self._sync)
         app.router.add_post("/api/v10/interactions/{id}/{token}/callback", self._callback)
+        app.router.add_get("/api/v10/oauth2/applications/@me", self._application)
+        self.gateway = Gateway(BOT)
+        """The gateway a bot process logs in to (`gateway_url`); dpytest needs none."""
+        app.router.add_get("/gateway", self.gateway.handle)
         self._runner = web.AppRunner(app)
-        self.base_url = ""
+        self.base_url = self.gateway_url = ""
 
     def plan(self, method: str, *answers: Refusal, containing: str | None = None) -> None:
         """The next requests with `method` get these answers, in order, before any success;
@@ -218,6 +228,7 @@ class DiscordServer:
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.base_url = f"http://127.0.0.1:{port}/api/v10"
+        self.gateway_url = f"ws://127.0.0.1:{port}/gateway"
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -235,7 +246,23 @@ class DiscordServer:
             tree._http = http
 
     async def _me(self, request: web.Request) -> web.Response:
-        return _json({"id": str(BOT_ID), "username": "bot", "discriminator": "0", "bot": True})
+        return _json(BOT)
+
+    async def _application(self, request: web.Request) -> web.Response:
+        """The bot's application, which discord.py reads when it logs in."""
+        return _json(
+            {
+                "id": str(APPLICATION_ID),
+                "name": "bot",
+                "description": "",
+                "icon": None,
+                "bot_public": False,
+                "bot_require_code_grant": False,
+                "owner": BOT,
+                "verify_key": "0",
+                "flags": 0,
+            }
+        )
 
     async def _answer(self, request: web.Request, body: dict[str, Any]) -> web.Response | None:
         """Record the request; the planned refusal for its method, if one is due."""
@@ -356,7 +383,7 @@ def _message(message_id: int, channel_id: str, body: dict[str, Any]) -> dict[str
         "content": body.get("content", ""),
         "embeds": body.get("embeds", []),
         "components": body.get("components", []),
-        "author": {"id": str(BOT_ID), "username": "bot", "discriminator": "0", "bot": True},
+        "author": BOT,
         "attachments": [],
         "mentions": [],
         "mention_roles": [],

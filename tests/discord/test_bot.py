@@ -305,6 +305,21 @@ class TestLongReplies:
 
         assert run(main) is False
 
+    def test_a_closing_bot_takes_no_new_message(self) -> None:
+        """Once the bot's `close()` (SIGTERM's) stopped its turns, a message arriving before
+        Discord's connection closes neither starts a turn nor reaches the transcript."""
+        bot = Bot(ScriptProvider(completed("Hi.")))
+
+        async def main() -> tuple[bool, list[ContextItem]]:
+            await configured(bot.client)
+            with anyio.fail_after(5):
+                await bot.client.turns.close()
+            await dpytest.message("anyone there?", channel=0)
+            return bot.client.turns.busy(channel(0).id), bot.client._transcript(channel(0).id)
+
+        assert run(main) == (False, [])
+        assert bot.statuses() == []
+
     def test_the_stale_timeout_covers_the_channels_exit(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:

@@ -131,6 +131,13 @@ class TestCutReplies:
         assert cut_marker(TurnStatus.COMPLETED, "en") is None
         assert cut_marker(None, "ja") == TEXTS["ja"]["cut_stale"]
 
+    def test_a_stop_by_the_shutdown_says_so_and_nothing_else_changes(self) -> None:
+        """A turn the bot's shutdown stopped is marked as such; one that failed meanwhile
+        keeps its own marker."""
+        stopped = cut_marker(TurnStatus.STOPPED_BY_USER, "de", shutdown=True)
+        assert stopped == TEXTS["de"]["cut_shutdown"]
+        assert cut_marker(TurnStatus.ERROR, "en", shutdown=True) == TEXTS["en"]["cut_failed"]
+
 
 class TestFailureNotice:
     """Which words a stream error gets."""

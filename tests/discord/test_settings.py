@@ -16,8 +16,8 @@ class TestFromEnv:
     """`BotSettings.from_env`: what each variable sets, and a clear error naming a bad one."""
 
     def test_every_variable_is_read(self) -> None:
-        """Token, endpoint, persona, stop phrase, thought log, stale timeout, vision and
-        the reply-chain conversation."""
+        """Token, endpoint, persona, stop phrase, thought log, stale timeout, shutdown grace
+        time, vision and the reply-chain conversation."""
         settings = BotSettings.from_env(
             {
                 "DISCORD_TOKEN": " abc ",
@@ -29,6 +29,7 @@ class TestFromEnv:
                 "TOOLLOOP_STOP_PHRASE": "stop",
                 "TOOLLOOP_THOUGHT_LOG_CHANNEL": "123456789012345678",
                 "TOOLLOOP_STALE_TURN_SECONDS": "90",
+                "TOOLLOOP_SHUTDOWN_GRACE_SECONDS": "25",
                 "TOOLLOOP_PING_REPLIED_USER": " Off ",
                 "TOOLLOOP_LOCALE": "de",
                 "TOOLLOOP_VISION": "yes",
@@ -46,6 +47,7 @@ class TestFromEnv:
             stop_phrase="stop",
             thought_log_channel=123456789012345678,
             stale_turn_seconds=90.0,
+            shutdown_grace_seconds=25.0,
             ping_replied_user=False,
             locale="de",
             vision=True,
@@ -79,6 +81,7 @@ class TestFromEnv:
             ),
             ("TOOLLOOP_STALE_TURN_SECONDS", "0.5", "must be from 1 to 86400, got '0.5'"),
             ("TOOLLOOP_STALE_TURN_SECONDS", "86401", "must be from 1 to 86400, got '86401'"),
+            ("TOOLLOOP_SHUTDOWN_GRACE_SECONDS", "3601", "must be from 0 to 3600, got '3601'"),
             ("TOOLLOOP_REPLY_CHAIN_MESSAGES", "0", "must be from 1 to 100, got '0'"),
             ("TOOLLOOP_REPLY_CHAIN_MESSAGES", "101", "must be from 1 to 100, got '101'"),
         ],
@@ -98,6 +101,7 @@ class TestFromEnv:
         ("name", "expected"),
         [
             ("TOOLLOOP_STALE_TURN_SECONDS", "a number written with the digits 0-9 and at most "),
+            ("TOOLLOOP_SHUTDOWN_GRACE_SECONDS", "a number written with the digits 0-9 and at "),
             ("TOOLLOOP_THOUGHT_LOG_CHANNEL", "a whole number written with the digits 0-9, got "),
         ],
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 from temporalio import activity
@@ -63,6 +64,7 @@ from toolloop.states import (
 )
 
 log = logging.getLogger("toolloop.temporal")
+T = TypeVar("T")
 Ports = Callable[[str], TurnPorts]
 """The host's ports for the turns of a channel, by its id (`TurnSettings.channel_id`)."""
 
@@ -100,10 +102,7 @@ class TurnActivities:
         )
         ports.channel.stream_started(span)
         try:
-            async with anyio.create_task_group() as beats:
-                beats.start_soon(self._beat, sink.showing)
-                result = await sink.run(ports.provider.stream(request, sink))
-                beats.cancel_scope.cancel()
+            result = await self._beating(sink.run(ports.provider.stream(request, sink)), sink)
         except asyncio.CancelledError:
             if not activity.is_cancelled():
                 raise
@@ -148,14 +147,13 @@ class TurnActivities:
                 text_suppressed=given.text_suppressed,
             ),
         )
-        async with anyio.create_task_group() as beats:
-            beats.start_soon(self._beat)
-            try:
-                result = await ports.registry.execute(given.call, given.context, invocation)
-            except asyncio.CancelledError:
-                killed.set()
-                raise
-            beats.cancel_scope.cancel()
+        try:
+            result = await self._beating(
+                ports.registry.execute(given.call, given.context, invocation)
+            )
+        except asyncio.CancelledError:
+            killed.set()
+            raise
         return bounded(result, given.result_limit)
 
     @activity.defn(name="toolloop.ask")
@@ -167,11 +165,7 @@ class TurnActivities:
         if ports.approvals is None:
             return None
         shown = shown_request(ports.registry, given.request)
-        async with anyio.create_task_group() as beats:
-            beats.start_soon(self._beat)
-            decision = await ports.approvals.ask(shown)
-            beats.cancel_scope.cancel()
-        return decision
+        return await self._beating(ports.approvals.ask(shown))
 
     @activity.defn(name="toolloop.chores")
     async def chores(self, given: Chores) -> None:
@@ -184,6 +178,17 @@ class TurnActivities:
         await _chores(ports, given.turn, given.chores)
         stash = ports.stash
         return StashTaken(item=None if stash is None else stash.take(given.key))
+
+    async def _beating(self, work: Awaitable[T], sink: _Sink | None = None) -> T:
+        """`work` with heartbeats beside it; its own error raised as it is (a task group
+        would wrap a provider's or a host's error in an exception group)."""
+        beats = asyncio.get_running_loop().create_task(
+            self._beat(None if sink is None else sink.showing)
+        )
+        try:
+            return await work
+        finally:
+            beats.cancel()
 
     async def _beat(self, details: Callable[[], str] | None = None) -> None:
         """Heartbeat every `heartbeat_every` s: Temporal delivers a cancellation (the kill)

@@ -31,6 +31,7 @@ import anyio
 import pytest
 
 from tests.durable.crash import CrashingJournal, When
+from tests.scenario_files import SCENARIOS
 from toolloop.durable import Journal, JournaledTurn, TurnPorts, resume, run_journaled
 from toolloop.engine.config_parsing import parse_config
 from toolloop.engine.events import StreamEnded
@@ -42,8 +43,6 @@ from toolloop.tools.scripted import (
     ScriptedTurnControl,
     scripted_ports,
 )
-
-LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
 
 
 def calm(scenario: Scenario) -> bool:
@@ -74,11 +73,7 @@ def calm(scenario: Scenario) -> bool:
     return streams_calm and tools_calm and not scenario.turn.stop_context_queued
 
 
-SCENARIOS = [
-    path
-    for path in sorted(LIBRARY.glob("*.json"))
-    if not path.name.endswith(".expected.json") and calm(load_scenario(path))
-]
+SWEPT = [path for path in SCENARIOS if calm(load_scenario(path))]
 
 
 class World:
@@ -150,7 +145,7 @@ def same(a: GenerationTurnResult | Exception, b: GenerationTurnResult | Exceptio
     return a == b
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+@pytest.mark.parametrize("path", SWEPT, ids=[p.stem for p in SWEPT])
 def test_a_scenario_crashed_at_any_write_resumes_to_the_same_outcome(
     path: Path, tmp_path: Path
 ) -> None:
@@ -174,13 +169,12 @@ def test_a_scenario_crashed_at_any_write_resumes_to_the_same_outcome(
 
 def test_most_of_the_library_is_swept() -> None:
     """The sweep covers the calm scenarios: at least half the library."""
-    library = [p for p in LIBRARY.glob("*.json") if not p.name.endswith(".expected.json")]
-    assert len(SCENARIOS) >= len(library) // 2
+    assert len(SWEPT) >= len(SCENARIOS) // 2
 
 
 def test_the_sweep_crashes_turns_that_wait_for_approval() -> None:
     """The approval scenarios with one plain decision per tool are swept (SPEC 6c)."""
-    swept = {path.stem for path in SCENARIOS}
+    swept = {path.stem for path in SWEPT}
     assert {
         "approval_approved_call_runs",
         "approval_denied_with_reason",

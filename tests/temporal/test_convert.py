@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 from temporalio.api.common.v1 import Payload
 
+from tests.scenario_files import SCENARIOS
 from toolloop.effects.temporal import messages
 from toolloop.effects.temporal.activities import HOST_CHORES
 from toolloop.engine import commands as fx
@@ -35,7 +35,6 @@ from toolloop.temporal import Decision, ForeignPayload, TurnInput, Waiting, data
 from toolloop.tools.scenario import load_scenario
 from toolloop.tools.simulate import simulate
 
-LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
 CONVERTER = data_converter.payload_converter
 
 
@@ -47,9 +46,7 @@ def round_trip(value: Any, hint: Any) -> Any:
 
 def carried() -> Iterator[tuple[Any, Any]]:
     """(value, type hint) for every message the workflow sends, from every scenario's run."""
-    for path in sorted(LIBRARY.glob("*.json")):
-        if path.name.endswith(".expected.json"):
-            continue
+    for path in SCENARIOS:
         _, trace, _ = simulate(load_scenario(path))
         turn, config = trace.turn, trace.config
         lean = messages.lean(turn)

@@ -14,13 +14,11 @@ from typing import Any
 
 import pytest
 
+from tests.scenario_files import SCENARIOS
 from toolloop.engine.trace import dump_lines, load_lines, replay
 from toolloop.specs import invariants
 from toolloop.tools.scenario import load_scenario
 from toolloop.tools.simulate import simulate
-
-LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
-SCENARIOS = sorted(p for p in LIBRARY.glob("*.json") if not p.name.endswith(".expected.json"))
 
 
 def matches(expected: Any, actual: Any, where: str = "$") -> list[str]:

@@ -103,6 +103,7 @@ FACADES = {
         *("Access", "addressed", "read_message", "prompt", "no_pings", "paginate", "Page"),
         *("ChannelEvent", "ChannelObserver", "BadSetting", "image_urls", "reply_chain"),
         *("DiscordApprovals", "TurnApprovals", "ApprovalButton", "BatchLines"),
+        "closing_on_signals",
     },
 }
 SUBPACKAGES = {

@@ -30,6 +30,7 @@ from toolloop.effects.discord import (
     Voice,
     WebhookVoice,
     addressed,
+    closing_on_signals,
     cut_page,
     image_urls,
     no_pings,
@@ -45,6 +46,7 @@ __all__ = [  # noqa: RUF022 (in meaning order, not alphabetical)
     "ToolloopBot",
     "BotSettings",
     "DiscordPersona",
+    "closing_on_signals",
     # who it answers, what it reads of a message and a conversation, whom it may ping
     "Access",
     "addressed",

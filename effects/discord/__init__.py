@@ -11,6 +11,7 @@ from toolloop.effects.discord.chain import reply_chain
 from toolloop.effects.discord.messages import image_urls, prompt, read_message
 from toolloop.effects.discord.rate import AnyioClock, Clock, EditWindow
 from toolloop.effects.discord.settings import BadSetting, BotSettings, MissingSetting
+from toolloop.effects.discord.shutdown import closing_on_signals
 from toolloop.effects.discord.split import Page, cut_page, paginate
 from toolloop.effects.discord.turns import TurnManager, TurnRequest
 from toolloop.effects.discord.voices import (
@@ -48,6 +49,7 @@ __all__ = [
     "Voice",
     "WebhookVoice",
     "addressed",
+    "closing_on_signals",
     "cut_page",
     "image_urls",
     "no_pings",

@@ -10,8 +10,15 @@
   in-memory reader). A fourth side splits the SDK's cost from toolloop's: its
   tracer's spans record (so every hook runs and builds every attribute) but
   each of their methods does nothing, and its meters are the API's no-ops.
-  CPU µs per iteration, the sides alternating in one run, best of several
-  rounds; goal: at most 20% added.
+  CPU µs per iteration (in memory: a provider call and a tool call; over HTTP:
+  a provider call), the sides alternating in one run, best of several rounds
+  (of many short ones over HTTP), the load average printed beside them; goal:
+  at most 20% added.
+* Where the SDK's time goes: the recorded turn below replayed into a
+  `TurnTrace` on the bare tracer (toolloop's share), into the SDK, and the SDK
+  alone making the very calls that `TurnTrace` made (`tests/bench/sdk_calls.py`
+  logs them once and makes them again with no toolloop code): the floor any
+  instrumentation of that shape pays.
 * The hooks alone, the figure least moved by a busy machine: a recorded
   100-call turn's steps replayed into `host_events`, a `TurnTrace` on the
   bare tracer (host events included) and an inspector's `TurnView`, with no
@@ -27,6 +34,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +51,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.bench.bench_loop import REGISTRY, TURN, Scripted
+from tests.bench.sdk_calls import SdkCalls
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.inspect import Inspector, serve_in_thread
 from toolloop.effects.interpreter import run_tool_loop
@@ -57,7 +66,10 @@ from toolloop.tools.demo import demo_registry
 
 CALLS = 100
 ROUNDS = 5
-HTTP_TURNS = 10
+HTTP_TURNS, HTTP_ROUNDS = 4, 15
+"""Short windows, many of them: the best of 15 is the round a busy machine disturbed least."""
+SDK_TRACED = "TurnTrace into the SDK, in-memory exporter"
+SDK_ALONE = "the SDK alone, making the same calls with no toolloop code"
 TURNS, TURN_CALLS = 1_000, 9
 Watch = Callable[[], AbstractContextManager[Any]]
 """A side of a comparison: what it hands the loop (`observer`, `on_event` where it has one)."""
@@ -113,8 +125,8 @@ class BareTracerProvider(trace.NoOpTracerProvider):
         return BareTracer()
 
 
-def tracers() -> tuple[dict[str, Watch], InMemorySpanExporter]:
-    """The sides: untraced, `Telemetry` on the API's no-ops, on a bare tracer, into an SDK."""
+def sdk_telemetry() -> tuple[Telemetry, InMemorySpanExporter]:
+    """`Telemetry` into an SDK: each span exported at its end to memory, an in-memory reader."""
     exported = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exported))
@@ -122,6 +134,12 @@ def tracers() -> tuple[dict[str, Watch], InMemorySpanExporter]:
         tracer_provider=tracer_provider,
         meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]),
     )
+    return sdk, exported
+
+
+def tracers() -> tuple[dict[str, Watch], InMemorySpanExporter]:
+    """The sides: untraced, `Telemetry` on the API's no-ops, on a bare tracer, into an SDK."""
+    sdk, exported = sdk_telemetry()
     no_sdk = Telemetry()
     bare = Telemetry(tracer_provider=BareTracerProvider())
     sides: dict[str, Watch] = {
@@ -165,7 +183,7 @@ def tracing_http(backend: str) -> dict[str, float]:
             async with provider:
                 for watch in sides.values():
                     await http_turn(provider, watch)
-                for _ in range(ROUNDS):
+                for _ in range(HTTP_ROUNDS):
                     for name, watch in sides.items():
                         started = time.process_time()
                         for _ in range(HTTP_TURNS):
@@ -256,8 +274,8 @@ def inspector(backend: str) -> dict[str, Any]:
     }
 
 
-def hooks_alone() -> dict[str, float]:
-    """CPU µs per iteration of each observer over a recorded turn's steps, with no loop."""
+def recorded_steps() -> list[Any]:
+    """The (state, event, step) of every step of bench_loop's turn, for replaying into hooks."""
     steps: list[Any] = []
 
     async def record() -> None:
@@ -272,6 +290,28 @@ def hooks_alone() -> dict[str, float]:
         )
 
     anyio.run(record)
+    return steps
+
+
+def replaying(telemetry: Telemetry, steps: list[Any]) -> Callable[[], None]:
+    """A turn's recorded steps (and their host events) fed to a `TurnTrace`, with no loop."""
+    redact = REGISTRY.redact
+
+    def replay() -> None:
+        with telemetry.turn(TURN) as hooks:
+            observer, on_event = hooks.observer, hooks.on_event
+            assert observer is not None and on_event is not None
+            for state, event, out in steps:
+                observer(state, event, out)
+                for shown in host_events(0, state, event, out, redact):
+                    on_event(shown)
+
+    return replay
+
+
+def hooks_alone() -> dict[str, float]:
+    """CPU µs per iteration of each observer over a recorded turn's steps, with no loop."""
+    steps = recorded_steps()
     bare, watcher, redact = (
         Telemetry(tracer_provider=BareTracerProvider()),
         Inspector(),
@@ -283,15 +323,6 @@ def hooks_alone() -> dict[str, float]:
             for _ in host_events(0, state, event, out, redact):
                 pass
 
-    def traced() -> None:
-        with bare.turn(TURN) as hooks:
-            observer, on_event = hooks.observer, hooks.on_event
-            assert observer is not None and on_event is not None
-            for state, event, out in steps:
-                observer(state, event, out)
-                for shown in host_events(0, state, event, out, redact):
-                    on_event(shown)
-
     def watched() -> None:
         with watcher.watch(TURN) as view:
             for state, event, out in steps:
@@ -299,7 +330,7 @@ def hooks_alone() -> dict[str, float]:
 
     sides = {
         "host events": host,
-        "TurnTrace on the bare tracer, host events included": traced,
+        "TurnTrace on the bare tracer, host events included": replaying(bare, steps),
         "inspector TurnView": watched,
     }
 
@@ -318,21 +349,82 @@ def hooks_alone() -> dict[str, float]:
     return result
 
 
+def sdk_share() -> dict[str, float]:
+    """CPU µs per iteration of a recorded turn replayed into a `TurnTrace`, and the SDK's part.
+
+    The sides: the `TurnTrace` on the bare tracer (toolloop's share), into the SDK,
+    and the SDK alone making the very calls that `TurnTrace` made into it (logged
+    once by `SdkCalls`, made again with no toolloop code around them).
+    """
+    steps = recorded_steps()
+    sdk, exported = sdk_telemetry()
+    calls = SdkCalls()
+    replaying(Telemetry(tracer_provider=calls, meter_provider=calls), steps)()
+    bare = replaying(Telemetry(tracer_provider=BareTracerProvider()), steps)
+    traced = replaying(sdk, steps)
+    again = calls.replay(sdk)
+
+    def alone() -> None:
+        again()
+        exported.clear()
+
+    def into_sdk() -> None:
+        traced()
+        exported.clear()
+
+    sides = {"TurnTrace on the bare tracer (toolloop's share)": bare}
+    sides |= {SDK_TRACED: into_sdk, SDK_ALONE: alone}
+
+    async def rounds() -> dict[str, float]:  # in a loop, as the hooks run
+        best = dict.fromkeys(sides, float("inf"))
+        for _ in range(ROUNDS * 6):
+            for name, replay in sides.items():
+                started = time.process_time()
+                for _ in range(10):
+                    replay()
+                spent = (time.process_time() - started) / (10 * (CALLS + 1))
+                best[name] = min(best[name], spent * 1e6)
+        return best
+
+    result: dict[str, float] = anyio.run(rounds)
+    return result
+
+
+def load() -> str:
+    """The machine's load average (1, 5, 15 minutes): every figure here moves with it."""
+    return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+
+
+def tracing_figures() -> None:
+    """The tracing figures: the SDK's share of a replayed turn, then both turns on each backend."""
+    print(f"tracing, {load()}")
+    share = sdk_share()
+    for name, micros in share.items():
+        print(f"tracing, a recorded {CALLS}-call turn replayed, {name}: {micros:.1f} µs/iteration")
+    traced, alone = share[SDK_TRACED], share[SDK_ALONE]
+    print(f"tracing, the SDK's own part of a traced iteration: {alone / traced * 100:.0f}%")
+    for backend in ("asyncio", "trio"):
+        for workload, measure, per in (
+            ("in-memory", tracing, "iteration (a provider call and a tool call)"),
+            ("loopback HTTP", tracing_http, "iteration (a provider call over HTTP)"),
+        ):
+            figures = measure(backend)
+            base = figures["untraced"]
+            for name, micros in figures.items():
+                added = f" ({(micros / base - 1) * 100:+.0f}%)" if name != "untraced" else ""
+                print(
+                    f"tracing {backend}, {workload} turn, {name}: "
+                    f"{micros:.1f} µs CPU per {per}{added}"
+                )
+            print(f"tracing {backend}, {workload} turn measured, {load()}")
+
+
 def main() -> None:
     for name, micros in hooks_alone().items():
         print(
             f"hooks alone, a recorded {CALLS}-call turn replayed, {name}: {micros:.1f} µs/iteration"
         )
-    for backend in ("asyncio", "trio"):
-        for workload, measure in (("in-memory", tracing), ("loopback HTTP", tracing_http)):
-            figures = measure(backend)
-            base = figures["untraced"]
-            for name, micros in figures.items():
-                added = f" (+{(micros / base - 1) * 100:.0f}%)" if name != "untraced" else ""
-                print(
-                    f"tracing {backend}, {workload} turn, {name}: "
-                    f"{micros:.1f} µs/iteration (CPU){added}"
-                )
+    tracing_figures()
     for backend in ("asyncio", "trio"):
         measured = inspector(backend)
         (base_cpu, _) = measured["best"]["unwatched"]

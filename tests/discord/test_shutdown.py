@@ -76,6 +76,15 @@ class BotProcess:
         return code, ours
 
 
+async def mid_reply(discord: DiscordServer, model: OpenAIServer, **env: str) -> BotProcess:
+    """A bot process asked a question, once Discord shows the start of its stalled reply."""
+    bot = BotProcess(discord, model, **env)
+    await bot.start()
+    await discord.gateway.say("Is my card charged?")
+    await shown(discord, ["Let me check"])  # Discord trims the end
+    return bot
+
+
 async def shown(discord: DiscordServer, contents: list[str]) -> None:
     """Until the channel's messages hold `contents` (a hang guard, not timing)."""
     async with asyncio.timeout(PATIENCE_S):
@@ -98,10 +107,7 @@ def test_sigterm_without_a_journal_stops_the_reply_marked_and_exits_0(
 
     async def main() -> tuple[int, list[str], list[str]]:
         async with DiscordServer() as discord:
-            bot = BotProcess(discord, server)
-            await bot.start()
-            await discord.gateway.say("Is my card charged?")
-            await shown(discord, ["Let me check"])  # Discord trims the end
+            bot = await mid_reply(discord, server)
             bot.signal(signal.SIGTERM)
             code, log = await bot.ended()
             return code, log, discord.contents(CHANNEL_ID)
@@ -128,10 +134,7 @@ def test_sigterm_with_a_journal_leaves_the_turn_to_the_next_start(
 
     async def main() -> tuple[list[int], list[str], list[str], list[str], int]:
         async with DiscordServer() as discord:
-            first = BotProcess(discord, server, TOOLLOOP_JOURNAL=journal)
-            await first.start()
-            await discord.gateway.say("Is my card charged?")
-            await shown(discord, ["Let me check"])
+            first = await mid_reply(discord, server, TOOLLOOP_JOURNAL=journal)
             first.signal(signal.SIGTERM)
             first_code, first_log = await first.ended()
             suspended = discord.contents(CHANNEL_ID)
@@ -164,10 +167,7 @@ def test_a_second_sigterm_exits_at_once(server: OpenAIServer) -> None:
     async def main() -> tuple[int, list[str]]:
         async with DiscordServer() as discord:
             discord.plan("PATCH", rate_limited(60), containing="-# stopped")
-            bot = BotProcess(discord, server, TOOLLOOP_SHUTDOWN_GRACE_SECONDS="600")
-            await bot.start()
-            await discord.gateway.say("Is my card charged?")
-            await shown(discord, ["Let me check"])
+            bot = await mid_reply(discord, server, TOOLLOOP_SHUTDOWN_GRACE_SECONDS="600")
             bot.signal(signal.SIGTERM)
             async with asyncio.timeout(PATIENCE_S):
                 while not any("-# stopped" in str(r.body) for r in discord.requests):
@@ -191,10 +191,7 @@ def test_a_shutdown_past_its_grace_time_cancels_the_turn_and_exits_0(
     async def main() -> tuple[int, list[str]]:
         async with DiscordServer() as discord:
             discord.plan("PATCH", rate_limited(60), containing="-# stopped")
-            bot = BotProcess(discord, server, TOOLLOOP_SHUTDOWN_GRACE_SECONDS="0")
-            await bot.start()
-            await discord.gateway.say("Is my card charged?")
-            await shown(discord, ["Let me check"])
+            bot = await mid_reply(discord, server, TOOLLOOP_SHUTDOWN_GRACE_SECONDS="0")
             bot.signal(signal.SIGINT)
             return await bot.ended()
 

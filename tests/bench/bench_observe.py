@@ -51,7 +51,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.bench.bench_loop import REGISTRY, TURN, Scripted
-from tests.bench.sdk_calls import SdkCalls
+from tests.bench.sdk_calls import EVENTS, POINTS, SPANS, SdkCalls
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.inspect import Inspector, serve_in_thread
 from toolloop.effects.interpreter import run_tool_loop
@@ -349,8 +349,12 @@ def hooks_alone() -> dict[str, float]:
     return result
 
 
-def sdk_share() -> dict[str, float]:
+def sdk_share() -> tuple[dict[str, float], dict[str, float]]:
     """CPU µs per iteration of a recorded turn replayed into a `TurnTrace`, and the SDK's part.
+
+    And what the SDK alone spends on each span (its start, attributes, end and
+    export), each step event and each measurement: its figure for those alone,
+    by how many of them an iteration asks for.
 
     The sides: the `TurnTrace` on the bare tracer (toolloop's share), into the SDK,
     and the SDK alone making the very calls that `TurnTrace` made into it (logged
@@ -362,18 +366,18 @@ def sdk_share() -> dict[str, float]:
     replaying(Telemetry(tracer_provider=calls, meter_provider=calls), steps)()
     bare = replaying(Telemetry(tracer_provider=BareTracerProvider()), steps)
     traced = replaying(sdk, steps)
-    again = calls.replay(sdk)
 
-    def alone() -> None:
-        again()
-        exported.clear()
+    def cleared(replay: Callable[[], None]) -> Callable[[], None]:
+        def then_clear() -> None:
+            replay()
+            exported.clear()
 
-    def into_sdk() -> None:
-        traced()
-        exported.clear()
+        return then_clear
 
     sides = {"TurnTrace on the bare tracer (toolloop's share)": bare}
-    sides |= {SDK_TRACED: into_sdk, SDK_ALONE: alone}
+    sides |= {SDK_TRACED: cleared(traced), SDK_ALONE: cleared(calls.replay(sdk))}
+    for what in (SPANS, EVENTS, POINTS):
+        sides[f"{SDK_ALONE}, its {what} only"] = cleared(calls.replay(sdk, frozenset({what})))
 
     async def rounds() -> dict[str, float]:  # in a loop, as the hooks run
         best = dict.fromkeys(sides, float("inf"))
@@ -387,7 +391,11 @@ def sdk_share() -> dict[str, float]:
         return best
 
     result: dict[str, float] = anyio.run(rounds)
-    return result
+    each = {
+        what: result[f"{SDK_ALONE}, its {what} only"] * (CALLS + 1) / calls.count(what)
+        for what in (SPANS, EVENTS, POINTS)
+    }
+    return result, each
 
 
 def load() -> str:
@@ -398,11 +406,13 @@ def load() -> str:
 def tracing_figures() -> None:
     """The tracing figures: the SDK's share of a replayed turn, then both turns on each backend."""
     print(f"tracing, {load()}")
-    share = sdk_share()
+    share, each = sdk_share()
     for name, micros in share.items():
         print(f"tracing, a recorded {CALLS}-call turn replayed, {name}: {micros:.1f} µs/iteration")
     traced, alone = share[SDK_TRACED], share[SDK_ALONE]
     print(f"tracing, the SDK's own part of a traced iteration: {alone / traced * 100:.0f}%")
+    for what, micros in each.items():
+        print(f"tracing, the SDK alone, one of its {what}: {micros:.1f} µs")
     for backend in ("asyncio", "trio"):
         for workload, measure, per in (
             ("in-memory", tracing, "iteration (a provider call and a tool call)"),

@@ -25,6 +25,18 @@ START, SPAN, MEASURE = 0, 1, 2
 """A logged call: (START, span number, parent number or -1, name, kind, attributes),
 (SPAN, span number, method name, args, kwargs), (MEASURE, instrument name, method name, args).
 A `TurnTrace` starts every span under the turn span, its first."""
+SPANS, EVENTS, POINTS = "spans", "step events", "points"
+EVERYTHING = frozenset({SPANS, EVENTS, POINTS})
+
+
+def part(call: Call) -> str | None:
+    """What a logged call is part of: a span under the turn's (its start and every call on
+    it), an event on the turn span, a measurement; None for the turn span's own calls."""
+    if call[0] == MEASURE:
+        return POINTS
+    if call[0] == SPAN and call[1] == 0:
+        return EVENTS if call[2] == "add_event" else None
+    return SPANS
 
 
 class LoggedSpan(trace.NonRecordingSpan):
@@ -108,16 +120,26 @@ class SdkCalls(trace.NoOpTracerProvider, metrics.MeterProvider):
     def get_meter(self, *args: Any, **kwargs: Any) -> metrics.Meter:
         return LoggedMeter(self.log)
 
-    def replay(self, telemetry: Telemetry) -> Callable[[], None]:
-        """The logged calls made on `telemetry`'s tracer and instruments, with nothing else."""
+    def count(self, what: str) -> int:
+        """How many spans under the turn's, step events or measurements the turn asked for."""
+        if what == SPANS:
+            return sum(1 for call in self.log[1:] if call[0] == START)
+        return sum(1 for call in self.log if call[0] != START and part(call) == what)
+
+    def replay(self, telemetry: Telemetry, only: frozenset[str] = EVERYTHING) -> Callable[[], None]:
+        """The logged calls made on `telemetry`'s tracer and instruments, with nothing else.
+
+        `only` some parts: the turn span still starts and ends, the others' calls are left out.
+        """
         instruments = {
             instrument.name: instrument
             for instrument in vars(telemetry).values()
             if isinstance(instrument, metrics.Histogram | metrics.Counter)
         }
-        (first, *rest) = self.log
+        (first, *logged) = self.log
         assert first[0] == START and first[2] == -1, "the turn span comes first"
-        assert all(call[2] == 0 for call in rest if call[0] == START), "all under the turn span"
+        assert all(call[2] == 0 for call in logged if call[0] == START), "all under the turn span"
+        rest = [call for call in logged if part(call) is None or part(call) in only]
         tracer = telemetry.tracer
 
         def again() -> None:

@@ -309,6 +309,24 @@ def replaying(telemetry: Telemetry, steps: list[Any]) -> Callable[[], None]:
     return replay
 
 
+def best_replays(sides: dict[str, Callable[[], None]]) -> dict[str, float]:
+    """Best CPU µs per iteration of each side's replay of the recorded turn, alternating."""
+
+    async def rounds() -> dict[str, float]:  # in a loop: the inspector reads its clock
+        best = dict.fromkeys(sides, float("inf"))
+        for _ in range(ROUNDS * 6):
+            for name, replay in sides.items():
+                started = time.process_time()
+                for _ in range(10):
+                    replay()
+                spent = (time.process_time() - started) / (10 * (CALLS + 1))
+                best[name] = min(best[name], spent * 1e6)
+        return best
+
+    result: dict[str, float] = anyio.run(rounds)
+    return result
+
+
 def hooks_alone() -> dict[str, float]:
     """CPU µs per iteration of each observer over a recorded turn's steps, with no loop."""
     steps = recorded_steps()
@@ -334,19 +352,7 @@ def hooks_alone() -> dict[str, float]:
         "inspector TurnView": watched,
     }
 
-    async def rounds() -> dict[str, float]:  # in a loop: the inspector reads its clock
-        best = dict.fromkeys(sides, float("inf"))
-        for _ in range(ROUNDS * 6):
-            for name, replay in sides.items():
-                started = time.process_time()
-                for _ in range(10):
-                    replay()
-                spent = (time.process_time() - started) / (10 * (CALLS + 1))
-                best[name] = min(best[name], spent * 1e6)
-        return best
-
-    result: dict[str, float] = anyio.run(rounds)
-    return result
+    return best_replays(sides)
 
 
 def sdk_share() -> tuple[dict[str, float], dict[str, float]]:
@@ -379,18 +385,7 @@ def sdk_share() -> tuple[dict[str, float], dict[str, float]]:
     for what in (SPANS, EVENTS, POINTS):
         sides[f"{SDK_ALONE}, its {what} only"] = cleared(calls.replay(sdk, frozenset({what})))
 
-    async def rounds() -> dict[str, float]:  # in a loop, as the hooks run
-        best = dict.fromkeys(sides, float("inf"))
-        for _ in range(ROUNDS * 6):
-            for name, replay in sides.items():
-                started = time.process_time()
-                for _ in range(10):
-                    replay()
-                spent = (time.process_time() - started) / (10 * (CALLS + 1))
-                best[name] = min(best[name], spent * 1e6)
-        return best
-
-    result: dict[str, float] = anyio.run(rounds)
+    result = best_replays(sides)
     each = {
         what: result[f"{SDK_ALONE}, its {what} only"] * (CALLS + 1) / calls.count(what)
         for what in (SPANS, EVENTS, POINTS)

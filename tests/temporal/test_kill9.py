@@ -17,9 +17,11 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from temporalio.client import WorkflowHandle
 
 from tests.openai_server import OpenAIServer, text_reply, tool_call_reply
 from toolloop.effects.temporal.workflow import WORKER_LOSSES
@@ -77,6 +79,18 @@ async def until(check: object) -> None:
         await anyio.sleep(0.05)
 
 
+async def heartbeated(handle: WorkflowHandle[Any, Any], text: bytes) -> None:
+    """Until the server has a heartbeat of a running activity carrying `text` (what the
+    channel shows of a stream): a worker killed before is known to have shown less."""
+    deadline = time.monotonic() + PATIENCE_S
+    while True:
+        pending = (await handle.describe()).raw_description.pending_activities
+        if any(text in p.heartbeat_details.SerializeToString() for p in pending):
+            return
+        assert time.monotonic() < deadline, "no heartbeat carried the text"
+        await anyio.sleep(0.05)
+
+
 #: Tests kill workers: a lost one is noticed after 2 s without a heartbeat.
 GIVEN = TurnInput(turn=TurnSettings(), config=LoopConfig(), worker_lost_s=2.0)
 
@@ -97,15 +111,8 @@ async def test_kill_9_in_the_middle_of_a_streamed_reply(
     client = await connect(temporal)
     handle = await start_turn(client, f"turn-{uuid.uuid4()}", GIVEN, task_queue=workers.queue)
 
-    async def heartbeated() -> bool:
-        pending = (await handle.describe()).raw_description.pending_activities
-        return any(b"Let me check " in p.heartbeat_details.SerializeToString() for p in pending)
-
     await until(lambda: len(lines(tmp_path / "channel.jsonl")) == 2)
-    deadline = time.monotonic() + PATIENCE_S
-    while not await heartbeated():
-        assert time.monotonic() < deadline
-        await anyio.sleep(0.05)
+    await heartbeated(handle, b"Let me check ")
     workers.kill_9(first)
     workers.start()
     result = await handle.result()
@@ -183,3 +190,29 @@ async def test_a_call_whose_worker_is_lost_again_and_again_gives_up_with_a_clear
     [tool] = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
     assert f"lost with its worker {WORKER_LOSSES + 1} times" in tool["content"]
     assert "".join(lines(tmp_path / "channel.jsonl")) == "I could not finish that."  # type: ignore[arg-type]
+
+
+async def test_a_stream_whose_worker_is_lost_again_and_again_ends_the_turn_as_an_error(
+    temporal: str, workers: Workers, tmp_path: Path, server: OpenAIServer
+) -> None:
+    """The model says "Hold " and goes silent, and each worker making the call is killed:
+    the call is made once and again `WORKER_LOSSES` (3) times, never a fifth; then it ends
+    as `error` (`worker_lost`) with the text shown, which the channel shows once."""
+    stalled = text_reply("Hold ", "on.").stalled_after(2)
+    server.script(*[stalled] * (WORKER_LOSSES + 1))
+    running = workers.start()
+    client = await connect(temporal)
+    handle = await start_turn(client, f"turn-{uuid.uuid4()}", GIVEN, task_queue=workers.queue)
+    await until(lambda: lines(tmp_path / "channel.jsonl") == ["Hold "])
+    await heartbeated(handle, b"Hold ")
+    for calls in range(1, WORKER_LOSSES + 2):
+        await until(lambda: len(server.requests) == calls)  # noqa: B023
+        workers.kill_9(running)
+        running = workers.start()
+    result = await handle.result()
+    assert result.status is TurnStatus.ERROR
+    [stream] = result.stream_results
+    assert stream.data is not None and stream.data.type == "worker_lost"  # type: ignore[union-attr]
+    assert stream.accumulated_text == "Hold "
+    assert len(server.requests) == WORKER_LOSSES + 1
+    assert lines(tmp_path / "channel.jsonl") == ["Hold "]

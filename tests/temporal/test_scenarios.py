@@ -73,6 +73,8 @@ TIMERS = {
     ),
 }
 FOLLOW_UP_AFTER_S = 5.0
+#: No worker is lost here: a worker starved by the load must not be taken for dead.
+WORKER_LOST_S = 60.0
 TurnHandle = WorkflowHandle[TurnWorkflow, GenerationTurnResult]
 
 
@@ -212,7 +214,8 @@ async def through_the_workflow(
     client: Client, served: Served, scenario: Scenario, queue: str
 ) -> Outcome:
     """The scenario's turn as a workflow; its outcome read off the result and the state."""
-    given = TurnInput(turn=scenario.turn, config=parse_config(scenario.env).config)
+    config = parse_config(scenario.env).config
+    given = TurnInput(turn=scenario.turn, config=config, worker_lost_s=WORKER_LOST_S)
     handle = await start_turn(client, served.handle.id, given, task_queue=queue)
     result: GenerationTurnResult | None = None
     raised = None

@@ -254,6 +254,22 @@ async def test_an_exception_out_of_the_turn_is_recorded_on_its_span() -> None:
     assert chat.end_time is not None  # left open by the exception, ended with the turn
 
 
+async def test_a_call_that_raised_after_its_first_chunk_keeps_its_time_to_first_chunk() -> None:
+    """The span the exception left open ends with the turn, its first chunk's time on it."""
+    recorded = Recorded()
+
+    async def broken(request: StreamRequest, sink: StreamSink) -> StreamResult:
+        sink.progress()
+        raise ConnectionError("reset mid-stream")
+
+    with pytest.raises(ConnectionError):
+        await run_turn(recorded, attempt(broken))
+    (chat,) = recorded.named("chat ")
+    assert chat.status.status_code is StatusCode.ERROR
+    first = float((chat.attributes or {})["gen_ai.response.time_to_first_chunk"])  # type: ignore[arg-type]
+    assert 0 <= first < 5
+
+
 def test_a_tool_over_its_timeout_has_outcome_timeout_and_a_killed_one_killed() -> None:
     recorded = Recorded()
     config = LoopConfig(tool_execution_timeout_ms=1000)

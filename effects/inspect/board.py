@@ -1,9 +1,9 @@
 """What the inspector knows of the process's turns: each one's phase, counters and timeline.
 
-`Inspector.watch(turn)` registers a turn and yields the `observer` hook for
-its loop; it only sets a few fields and appends tuples to a bounded timeline,
-so a bot pays little per step. The page's server
-runs in another thread (`toolloop.effects.inspect.server`) and reads the turns
+`with Inspector.watch(turn) as view` shows a turn and gives the `observer` hook
+for its loop; it only sets a few fields and adds a step's time, attempt and text
+to a bounded timeline, so a bot pays little per step. The page's server runs in
+another thread (`toolloop.effects.inspect.server`) and reads the turns
 by their `version`, which every change bumps. A finished turn stays browsable
 until `keep_finished` newer ones have finished.
 
@@ -18,8 +18,8 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from types import TracebackType
 from typing import Any
 
 from toolloop.effects.clock import loop_clock
@@ -49,6 +49,7 @@ class TurnView:
     """One watched turn as the page shows it; its `observer` feeds it."""
 
     __slots__ = (
+        "_inspector",
         "_now",
         "_started",
         "attempt",
@@ -63,8 +64,8 @@ class TurnView:
         "version",
     )
 
-    def __init__(self, turn_id: int, channel: str) -> None:
-        self.id, self.channel = turn_id, channel
+    def __init__(self, inspector: Inspector, turn_id: int, channel: str) -> None:
+        self._inspector, self.id, self.channel = inspector, turn_id, channel
         self.started_at = time.time()
         self._now: Callable[[], float] | None = None
         """The loop's clock (mocked ones too), found at the first step."""
@@ -77,6 +78,20 @@ class TurnView:
         text; a move's also source, dest, rule), each after a SEP, their fields by tabs."""
         self.version = 0
         """Bumped by every change, so a page's push sends only the turns changed since its last."""
+
+    def __enter__(self) -> TurnView:
+        self._inspector._show(self)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if kind is not None:
+            self.status = self.status or f"raised {kind.__name__}"
+        self._inspector._finish(self)
 
     def observer(self, state: IterationState, event: Event, out: Step) -> None:
         """A step: the phase moves; the call it ends, the move, the calls and notices it starts.
@@ -249,19 +264,18 @@ class Inspector:
         self._keep = keep_finished
         self._ids = itertools.count(1)
 
-    @contextmanager
-    def watch(self, turn: TurnSettings, *, channel: str | None = None) -> Iterator[TurnView]:
-        """Show one turn (every attempt) while the block runs; its `observer` goes to the loop."""
-        view = TurnView(next(self._ids), turn.channel_id if channel is None else channel)
+    def watch(self, turn: TurnSettings, *, channel: str | None = None) -> TurnView:
+        """Show one turn (every attempt) while its `with` block runs; `observer` goes to the loop.
+
+        The view is its own context manager: a watched turn makes the view and its timeline,
+        no generator or wrapper that would live as long as the turn for the garbage
+        collector to count and carry.
+        """
+        return TurnView(self, next(self._ids), turn.channel_id if channel is None else channel)
+
+    def _show(self, view: TurnView) -> None:
         with self._lock:
             self._turns[view.id] = view
-        try:
-            yield view
-        except BaseException as error:
-            view.status = view.status or f"raised {type(error).__name__}"
-            raise
-        finally:
-            self._finish(view)
 
     def _finish(self, view: TurnView) -> None:
         view.finished = True

@@ -23,20 +23,28 @@
   100-call turn's steps replayed into `host_events`, a `TurnTrace` on the
   bare tracer (host events included) and an inspector's `TurnView`, with no
   loop around them. CPU µs per iteration, best of many rounds.
-* Inspector: 1,000 concurrent 10-iteration turns, each watched by an
-  `Inspector` served on loopback with one page (an SSE client on its own
-  thread) following `/api/events`, against the same turns unwatched; process
-  CPU per iteration (the server's and the client's threads included) and wall
-  time, alternating; goal: at most 10% added. And the page's update rate:
-  pushes a second and turns a push while the turns run.
+* Inspector: 1,000 concurrent 10-iteration turns (`WAVES` times over)
+  unwatched, watched by an `Inspector` served on loopback with no page open,
+  and watched by one served
+  with one page (an SSE client on its own thread) following `/api/events`;
+  both servers run throughout, so a side pays only for what differs. Process
+  CPU per iteration (the servers' and the client's threads included), best of
+  `INSPECTOR_ROUNDS` (the sides' order turning each round, the heap collected
+  before each) and each round against its own unwatched run (median and
+  range); goal: at most 10% added. And the page's update rate: pushes, bytes
+  and turns a push while the turns ran; and the memory the inspector holds for
+  1,000 finished turns it keeps (tracemalloc).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import statistics
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -71,6 +79,10 @@ HTTP_TURNS, HTTP_ROUNDS = 4, 15
 SDK_TRACED = "TurnTrace into the SDK, in-memory exporter"
 SDK_ALONE = "the SDK alone, making the same calls with no toolloop code"
 TURNS, TURN_CALLS = 1_000, 9
+INSPECTOR_ROUNDS, WAVES = 6, 3
+"""A side's figure is `WAVES` runs of `TURNS` concurrent turns: the garbage collector's full
+collections come one or two a run, so one run's figure jumps with one more or one fewer;
+three runs average that out."""
 Watch = Callable[[], AbstractContextManager[Any]]
 """A side of a comparison: what it hands the loop (`observer`, `on_event` where it has one)."""
 
@@ -201,8 +213,8 @@ class Page:
     """An SSE client of `/api/events` on its own thread: what a browser tab costs the server."""
 
     def __init__(self, url: str) -> None:
-        self.pushes: list[tuple[float, int]] = []
-        """(monotonic time, turns in the push) of each `turns` event."""
+        self.pushes: list[tuple[float, int, int]] = []
+        """(monotonic time, turns in the push, bytes of its data) of each `turns` event."""
         self._url, self._stop = url + "api/events", threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
@@ -215,7 +227,7 @@ class Page:
                         return
                     if line.startswith("data: "):
                         pushed = len(json.loads(line[6:])["turns"])
-                        self.pushes.append((time.monotonic(), pushed))
+                        self.pushes.append((time.monotonic(), pushed, len(line) - 6))
         except httpx.HTTPError:
             return  # the server stopped while the page was still open
 
@@ -224,54 +236,91 @@ class Page:
 
 
 def inspector(backend: str) -> dict[str, Any]:
-    """1,000 concurrent turns, watched and served to a page or not: CPU µs/iteration and wall s."""
-    watcher = Inspector()  # keeps the default 200 finished turns, as a bot's would
-    served = serve_in_thread(watcher, port=0)
-    page = Page(served.url)
+    """1,000 concurrent turns unwatched, watched with no page, with one page: CPU and wall.
+
+    Both inspectors are served (each its own uvicorn thread), one with a page following
+    it, for the whole run: a side pays only for what differs. Per side, the best CPU µs
+    an iteration over the rounds, and each round's figure against the same round's
+    unwatched one (the median and range of these paired ratios: a round's sides ran
+    within seconds of each other, so a load that comes and goes moves them together).
+    """
+    followed, unfollowed = Inspector(), Inspector()  # each keeps 200 finished, as a bot's
+    served = [serve_in_thread(followed, port=0), serve_in_thread(unfollowed, port=0)]
+    page = Page(served[0].url)
     time.sleep(0.5)
-    unserved = Inspector()
     sides: dict[str, Watch] = {
         "unwatched": nullcontext,
-        "watched, no page": lambda: unserved.watch(TURN),
-        "watched, one page": lambda: watcher.watch(TURN),
+        "watched, no page": lambda: unfollowed.watch(TURN),
+        "watched, one page": lambda: followed.watch(TURN),
     }
     windows: list[tuple[float, float]] = []
 
     async def together(watch: Watch) -> None:
-        async with anyio.create_task_group() as group:
-            for _ in range(TURNS):
-                group.start_soon(turn, TURN_CALLS, watch)
+        for _ in range(WAVES):
+            async with anyio.create_task_group() as group:
+                for _ in range(TURNS):
+                    group.start_soon(turn, TURN_CALLS, watch)
 
-    async def rounds() -> dict[str, tuple[float, float]]:
-        best = dict.fromkeys(sides, (float("inf"), float("inf")))
-        for _ in range(ROUNDS):
-            for name, watch in sides.items():
+    async def rounds() -> dict[str, list[tuple[float, float]]]:
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+        for watch in sides.values():
+            await together(watch)
+        order = list(sides.items())
+        for _ in range(INSPECTOR_ROUNDS):
+            order.append(order.pop(0))  # each side in turn first: no side always after another
+            for name, watch in order:
+                gc.collect()  # each side from a collected heap, not its forerunner's garbage
                 cpu, wall = time.process_time(), time.monotonic()
                 await together(watch)
                 cpu, wall = time.process_time() - cpu, time.monotonic() - wall
                 if name == "watched, one page":
                     windows.append((time.monotonic() - wall, time.monotonic()))
-                per_iteration = cpu / (TURNS * (TURN_CALLS + 1)) * 1e6
-                best[name] = min(best[name], (per_iteration, wall))
-        return best
+                runs[name].append((cpu / (WAVES * TURNS * (TURN_CALLS + 1)) * 1e6, wall))
+        return runs
 
     try:
-        best = anyio.run(rounds, backend=backend)
+        runs = anyio.run(rounds, backend=backend)
         time.sleep(0.3)
     finally:
         page.close()
-        served.stop()
+        for running in served:
+            running.stop()
     during = [
-        (at, count)
-        for at, count in page.pushes
+        (count, size)
+        for at, count, size in page.pushes
         if any(start <= at <= end + 0.15 for start, end in windows)
     ]
     watched_time = sum(end - start for start, end in windows)
     return {
-        "best": best,
+        "runs": runs,
         "pushes per second": len(during) / watched_time if watched_time else 0.0,
-        "turns per push": sum(count for _, count in during) / len(during) if during else 0.0,
+        "bytes per second": sum(size for _, size in during) / watched_time if watched_time else 0.0,
+        "turns per push": sum(count for count, _ in during) / len(during) if during else 0.0,
     }
+
+
+def held() -> tuple[float, float]:
+    """Bytes the inspector holds per finished turn it keeps (1,000 kept), and per step."""
+    watcher = Inspector(keep_finished=TURNS)
+
+    async def together() -> None:
+        async with anyio.create_task_group() as group:
+            for _ in range(TURNS):
+                group.start_soon(turn, TURN_CALLS, lambda: watcher.watch(TURN))
+
+    anyio.run(together)  # the first run's caches (moves' texts, imports) are not the turns'
+    watcher = Inspector(keep_finished=TURNS)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        anyio.run(together)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    steps = sum(len(view.timeline) // 3 for view in watcher.turns())
+    return kept / TURNS, kept / steps
 
 
 def recorded_steps() -> list[Any]:
@@ -430,20 +479,44 @@ def main() -> None:
             f"hooks alone, a recorded {CALLS}-call turn replayed, {name}: {micros:.1f} µs/iteration"
         )
     tracing_figures()
+    inspector_figures()
+
+
+def inspector_figures() -> None:
+    """The inspector's figures: cost per side and backend, the page's updates, memory."""
+    print(f"inspector, {load()}")
     for backend in ("asyncio", "trio"):
         measured = inspector(backend)
-        (base_cpu, _) = measured["best"]["unwatched"]
-        for name, (cpu, wall) in measured["best"].items():
-            added = f" (+{(cpu / base_cpu - 1) * 100:.0f}% CPU)" if name != "unwatched" else ""
+        base = [cpu for cpu, _ in measured["runs"]["unwatched"]]
+        for name, runs in measured["runs"].items():
+            cpu = [figure for figure, _ in runs]
+            added = ""
+            if name != "unwatched":
+                paired = sorted(
+                    (mine / theirs - 1) * 100 for mine, theirs in zip(cpu, base, strict=True)
+                )
+                added = (
+                    f" ({(min(cpu) / min(base) - 1) * 100:+.0f}% best against best;"
+                    f" paired by round: median {statistics.median(paired):+.0f}%,"
+                    f" {paired[0]:+.0f}% to {paired[-1]:+.0f}%)"
+                )
             print(
                 f"inspector {backend}, {TURNS:,} concurrent turns, {name}: "
-                f"{cpu:.1f} µs/iteration (CPU, all threads), {wall:.2f} s wall{added}"
+                f"{min(cpu):.1f} µs/iteration (CPU, all threads; best of {len(cpu)}), "
+                f"{min(wall for _, wall in runs):.2f} s wall{added}"
             )
         print(
             f"inspector {backend}, page updates while the turns ran: "
             f"{measured['pushes per second']:.1f} pushes/s, "
+            f"{measured['bytes per second'] / 1000:.0f} kB/s, "
             f"{measured['turns per push']:.0f} turns a push"
         )
+    per_turn, per_step = held()
+    print(
+        f"inspector, memory held for {TURNS:,} finished turns kept: "
+        f"{per_turn / 1000:.1f} kB a turn, {per_step:.0f} bytes a step"
+    )
+    print(f"inspector measured, {load()}")
 
 
 if __name__ == "__main__":

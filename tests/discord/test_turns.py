@@ -1,4 +1,5 @@
-"""The turn manager on its own: the sticker after a completed turn, the reply target."""
+"""The turn manager on its own: the sticker after a completed turn, the reply target, nothing
+new once it is suspended."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import pytest
 from tests.discord.conftest import Payloads, channel, configured, run
 from toolloop.effects.discord import DiscordChannel, EditWindow, TurnManager, TurnRequest
 from toolloop.effects.discord.turns import Place
+from toolloop.effects.durable.journal import JournaledTurn
 from toolloop.effects.ports import StreamSpan
-from toolloop.states import GenerationTurnResult, Sticker, TurnStatus
+from toolloop.states import GenerationTurnResult, LoopConfig, Sticker, TurnSettings, TurnStatus
 
 WAVE = Sticker(id="777000111", name="wave")
 
@@ -76,3 +78,35 @@ def test_the_turns_first_message_replies_to_the_last_message_of_its_batch(
         },
         None,
     ]
+
+
+def test_once_suspended_neither_a_message_nor_a_journaled_turn_starts_a_turn() -> None:
+    """`suspend()` (a shutdown with a journal) takes nothing new: a message that arrives and
+    a journaled turn handed over late (a signal during the bot's start) start no turn."""
+    asked: list[TurnRequest] = []
+
+    async def respond(request: TurnRequest) -> GenerationTurnResult:
+        asked.append(request)
+        return GenerationTurnResult(status=TurnStatus.COMPLETED)
+
+    async def main() -> bool:
+        await configured()
+        turns = TurnManager(respond, open_channel)
+        await turns.suspend()
+        await turns.on_message(await dpytest.message("hi", channel=0))
+        left = JournaledTurn(
+            key="1/2",
+            started_at=0.0,
+            config=LoopConfig(),
+            turn=TurnSettings(),
+            reply_to=None,
+            events=(),
+            delivered={},
+        )
+        turns.resume(channel(0), left)
+        busy = turns.busy(channel(0).id)
+        await turns.wait_idle()
+        return busy
+
+    assert run(main) is False
+    assert asked == []

@@ -6,6 +6,7 @@ written against anyio, so the same adapters run under trio and asyncio.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
@@ -27,6 +28,9 @@ from toolloop.states import (
     ToolSpec,
     TurnSettings,
 )
+
+log = logging.getLogger("toolloop")
+"""Where a failure the host should hear of, and that never ends the turn, is logged."""
 
 
 @attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
@@ -177,6 +181,19 @@ class ApprovalPort(Protocol):
     async def withdraw(self, request: ApprovalRequest) -> None:
         """The request is moot: retire its prompt."""
         ...
+
+
+async def withdraw(
+    approvals: ApprovalPort | None, registry: ToolRegistryPort, request: ApprovalRequest
+) -> None:
+    """Tell the host that `request` is moot (the turn was killed while it waited), shown as it
+    was asked (`shown_request`); a host that fails to hear it is logged, never the turn's end."""
+    if approvals is None:
+        return
+    try:
+        await approvals.withdraw(shown_request(registry, request))
+    except Exception:
+        log.exception("withdrawing the approval request of %s failed", request.tool)
 
 
 @attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct

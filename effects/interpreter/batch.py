@@ -5,12 +5,11 @@ from __future__ import annotations
 import anyio
 from anyio.abc import TaskStatus
 
-from toolloop.effects.interpreter.attempt import log
 from toolloop.effects.interpreter.batch_calls import Asked, Batch, Started
 from toolloop.effects.interpreter.calls import failure
 from toolloop.effects.interpreter.errors import NoApprovalsPort
 from toolloop.effects.interpreter.tools import ToolStage, new_tool_invocation, timed_out
-from toolloop.effects.ports import ApprovalPort, shown_request
+from toolloop.effects.ports import ApprovalPort, shown_request, withdraw
 from toolloop.engine import commands as fx
 from toolloop.engine.events import ApprovalDecided, ToolSettled
 from toolloop.states import ToolResult
@@ -109,15 +108,7 @@ class BatchStage(ToolStage):
             batch.decided(asked, decision)
 
     async def _withdraw(self, effect: fx.WithdrawApproval) -> None:
-        """Tell the host the request is moot; a host that fails to hear it is only logged."""
-        if self.approvals is None:
-            return
-        request = effect.request
-        shown = shown_request(self.registry, request)
-        try:
-            await self.approvals.withdraw(shown)
-        except Exception:
-            log.exception("withdrawing the approval request of %s failed", request.tool)
+        await withdraw(self.approvals, self.registry, effect.request)
 
     async def _await_tools(self, effect: fx.AwaitTools) -> ToolSettled | ApprovalDecided:
         """The next outcome: a started call settled, a wait for approval ended, or a timer

@@ -40,6 +40,7 @@ from toolloop.effects.ports import (
     approvals_needed,
     exclusive_flags,
     shown_request,
+    withdraw,
 )
 from toolloop.effects.temporal.messages import (
     AskInput,
@@ -55,7 +56,6 @@ from toolloop.engine import commands as fx
 from toolloop.engine.events import StashTaken
 from toolloop.states import (
     ApprovalDecision,
-    ApprovalRequest,
     LoopConfig,
     StreamResult,
     StreamStatus,
@@ -300,20 +300,10 @@ async def _chores(ports: TurnPorts, turn: TurnSettings, effects: tuple[fx.Effect
                 channel.send_hidden_notice if effect.hidden else channel.send_notice, notice
             )
         elif isinstance(effect, fx.WithdrawApproval):
-            await _withdraw(ports, effect.request)
+            await withdraw(ports.approvals, ports.registry, effect.request)
         else:
             _CONTROL[type(effect)](ports.control, effect)
     activity.heartbeat("")
-
-
-async def _withdraw(ports: TurnPorts, request: ApprovalRequest) -> None:
-    """The turn was killed while the call waited: the host retires its prompt (logged if not)."""
-    if ports.approvals is None:
-        return
-    try:
-        await ports.approvals.withdraw(shown_request(ports.registry, request))
-    except Exception:
-        log.exception("withdrawing the approval request of %s failed", request.tool)
 
 
 def _facts(ports: TurnPorts, config: LoopConfig, result: StreamResult) -> tuple[CallFacts, ...]:

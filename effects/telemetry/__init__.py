@@ -2,7 +2,8 @@
 
 Install `toolloop-engine[otel]`. The SDK and its exporters are the application's
 choice: without a configured SDK the API's no-op providers make every call
-free, and `toolloop.effects.telemetry.hooks_for` hands the CLI no hooks at all.
+free, and the CLI (`toolloop.tools.observed`) makes no `Telemetry` at all
+unless `sdk_configured()`.
 """
 
 from toolloop.effects.telemetry.conventions import CAPTURE_CONTENT_VARIABLE, SEMCONV_VERSION

@@ -93,7 +93,7 @@ class ToolSpans:
         waiting = self._waiting(shown.name, shown.call_id)
         attributes: dict[str, Any] = {sc.APPROVAL_TIMEOUT: shown.timeout_ms}
         if waiting is None:
-            span = self._start(shown)
+            span = self._start(shown, shown.call_id)
             waiting = _Open(span, self._clock()())
             self._open.setdefault((shown.name, shown.call_id), []).append(waiting)
         waiting.span.add_event(sc.APPROVAL_ASKED_EVENT, attributes)
@@ -156,16 +156,16 @@ class ToolSpans:
             approved = next(
                 (tool for tool in opened if not tool.running and tool.waiting_since is None), None
             )
+        passthrough_id = call.passthrough.get("id") if call is not None else None
+        call_id = shown.call_id or (passthrough_id if isinstance(passthrough_id, str) else "")
         if approved is None:
-            approved = _Open(self._start(shown), None)
+            approved = _Open(self._start(shown, call_id), None)
             self._open.setdefault(key, []).append(approved)
+        elif call_id and not shown.call_id:  # its approval's span did not know the id
+            approved.span.set_attribute(sc.TOOL_CALL_ID, call_id)
         approved.running = True
-        if call is not None:
-            passthrough_id = call.passthrough.get("id")
-            if not shown.call_id and isinstance(passthrough_id, str):
-                approved.span.set_attribute(sc.TOOL_CALL_ID, passthrough_id)
-            if call.args is not None and shown.args is not None:
-                self._unsought.append((call.args, shown.args))
+        if call is not None and call.args is not None and shown.args is not None:
+            self._unsought.append((call.args, shown.args))
 
     def finished(self, shown: ToolFinished, settled: ToolResult | None) -> None:
         """A call settled: its span ends with the outcome (and the result, on opt-in)."""
@@ -204,7 +204,8 @@ class ToolSpans:
             for tool in opened:
                 yield tool.span
 
-    def _start(self, shown: ApprovalAsked | ToolStarted) -> Span:
+    def _start(self, shown: ApprovalAsked | ToolStarted, call_id: str) -> Span:
+        """The call's span, every attribute known at its start given to `start_span`."""
         if not self._recording:  # a turn its sampler dropped: the metrics only
             return INVALID_SPAN
         attributes: dict[str, Any] = {
@@ -214,8 +215,8 @@ class ToolSpans:
             sc.ATTEMPT: shown.attempt,
             sc.ITERATION: shown.iteration,
         }
-        if shown.call_id:
-            attributes[sc.TOOL_CALL_ID] = shown.call_id
+        if call_id:
+            attributes[sc.TOOL_CALL_ID] = call_id
         if self._telemetry.capture_content and shown.args is not None:
             attributes[sc.TOOL_ARGUMENTS] = json.dumps(shown.args, ensure_ascii=False)
         span: Span = self._telemetry.tracer.start_span(

@@ -66,12 +66,20 @@ def registry() -> ToolRegistry:
     return tools
 
 
-def deleting(*ids: str) -> Any:
-    """A model that asks to delete one message per call id, in one reply."""
+def deleting(*ids: str, in_passthrough: bool = False) -> Any:
+    """A model that asks to delete one message per call id, in one reply.
+
+    `in_passthrough`: the ids only in each call's passthrough, as a provider of
+    one's own may give them (`call_id` left empty)."""
 
     async def play(request: StreamRequest, sink: StreamSink) -> StreamResult:
         calls = tuple(
-            FunctionCall(name="delete_message", args={**ARGS, "id": f"m-{i}"}, call_id=i)
+            FunctionCall(
+                name="delete_message",
+                args={**ARGS, "id": f"m-{i}"},
+                call_id="" if in_passthrough else i,
+                passthrough={"id": i} if in_passthrough else {},
+            )
             for i in ids
         )
         return StreamResult(status=StreamStatus.FUNCTION_CALL, data=calls[0], calls=calls)
@@ -88,7 +96,9 @@ class Run:
         *ids: str,
         capture: bool = False,
         resume: IterationState | None = None,
+        in_passthrough: bool = False,
     ) -> None:
+        self._in_passthrough = in_passthrough
         self.recorded = Recorded(capture_content=capture)
         self.events: list[HostEvent] = []
         self.result: GenerationTurnResult = run_on("trio", lambda: self._main(person, ids, resume))
@@ -99,7 +109,8 @@ class Run:
         approvals, control = MemoryApprovals(), MemoryTurnControl()
         turn = TURN
         outcome: list[GenerationTurnResult] = []
-        scripts = (completed("Done."),) if resume else (deleting(*ids), completed("Done."))
+        asking = deleting(*ids, in_passthrough=self._in_passthrough)
+        scripts = (completed("Done."),) if resume else (asking, completed("Done."))
 
         def shown(event: HostEvent) -> None:
             self.events.append(event)
@@ -183,6 +194,15 @@ def test_an_approved_call_has_one_tool_span_with_its_wait_and_its_run() -> None:
         True,
         "moderator-1",
     )
+
+
+def test_an_approved_call_whose_id_is_only_in_its_passthrough_has_it_on_its_span() -> None:
+    """The span its ask opened did not know the id; the run's start gives it."""
+    run = Run(approving(after=1), "c1", in_passthrough=True)
+    (tool,) = run.tools()
+    attributes = tool.attributes or {}
+    assert attributes["gen_ai.tool.call.id"] == "c1"
+    assert attributes["toolloop.tool.outcome"] == "success"
 
 
 def test_a_denied_call_ends_its_span_as_denied_and_records_no_reason_without_the_opt_in() -> None:

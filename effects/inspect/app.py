@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -46,13 +47,20 @@ LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
 def create_app(
-    inspector: Inspector, *, token: str | None = None, rate: float = 10.0, host: str = "127.0.0.1"
+    inspector: Inspector,
+    *,
+    token: str | None = None,
+    rate: float = 10.0,
+    host: str = "127.0.0.1",
+    closing: threading.Event | None = None,
 ) -> Starlette:
     """The app over `inspector`; `rate` is the most event pushes a second to each page.
 
     `host` is the address it is bound to: without a token, it and the loopback names
-    are the Host headers answered.
+    are the Host headers answered. Once `closing` is set, every event stream ends at its
+    next tick, so the server can stop without cutting a page off mid-response.
     """
+    closing = threading.Event() if closing is None else closing
     if rate <= 0:
         raise InvalidOption(f"rate must be more than 0 pushes a second, not {rate}")
     drawn = machine()
@@ -77,7 +85,7 @@ def create_app(
 
     async def events(request: Request) -> Response:
         return StreamingResponse(
-            _changes(inspector, request, 1 / rate),
+            _changes(inspector, request, 1 / rate, closing),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
@@ -98,14 +106,16 @@ def create_app(
     return Starlette(routes=routes, middleware=middleware)
 
 
-async def _changes(inspector: Inspector, request: Request, period: float) -> AsyncIterator[str]:
+async def _changes(
+    inspector: Inspector, request: Request, period: float, closing: threading.Event
+) -> AsyncIterator[str]:
     """`turns` events: the rows (`ROW`'s fields) of the turns changed since the last, and the
     ids gone; nothing is sent while nothing changed.
 
     A turn's version is read before its row: a step between the two is sent again next time.
     """
     sent: dict[int, int] = {}
-    while not await request.is_disconnected():
+    while not closing.is_set() and not await request.is_disconnected():
         seen: dict[int, int] = {}
         changed = []
         for view in inspector.turns():

@@ -19,6 +19,8 @@ from toolloop.effects.inspect.board import Inspector
 from toolloop.states.errors import ToolloopError
 
 STARTUP_TIMEOUT = 10.0
+STOP_GRACE = 1.0
+"""Seconds `Running.stop` waits, after a tick, for open pages' event streams to end."""
 
 
 class TokenRequired(ToolloopError, ValueError):
@@ -32,12 +34,26 @@ class ServeFailed(ToolloopError, OSError):
 class Running:
     """A running inspector server: its `url` (with the token when it has one), and `stop`."""
 
-    def __init__(self, server: uvicorn.Server, thread: threading.Thread, url: str) -> None:
+    def __init__(
+        self,
+        server: uvicorn.Server,
+        thread: threading.Thread,
+        url: str,
+        closing: threading.Event,
+        period: float,
+    ) -> None:
         self._server, self._thread, self.url = server, thread, url
+        self._closing, self._period = closing, period
 
     def stop(self) -> None:
-        """Stop the server, without waiting for open pages (their event streams never end)."""
-        self._server.should_exit = self._server.force_exit = True
+        """Stop the server: open pages' event streams end at their next tick, then it exits.
+
+        A page that does not let go within a second of that is cut off.
+        """
+        self._closing.set()
+        self._server.should_exit = True
+        self._thread.join(self._period + STOP_GRACE)
+        self._server.force_exit = True
         self._thread.join()
 
 
@@ -76,7 +92,8 @@ def serve_in_thread(
         )
     if token is not None and not token:
         raise TokenRequired("toolloop inspect: the token is empty")
-    app = create_app(inspector, token=token, rate=rate, host=host)
+    closing = threading.Event()
+    app = create_app(inspector, token=token, rate=rate, host=host, closing=closing)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     failure: list[BaseException] = []
@@ -100,4 +117,4 @@ def serve_in_thread(
     bound = server.servers[0].sockets[0].getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/" + ("" if token is None else f"?token={token}")
-    return Running(server, thread, url)
+    return Running(server, thread, url, closing, 1 / rate)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -65,6 +66,36 @@ def test_the_events_push_a_turn_when_it_changes(served: Running, inspector: Insp
     assert [(row["channel"], row["phase"], row["finished"]) for row in rows] == [
         ("#live", "idle", True)
     ]
+
+
+def test_stopping_ends_an_open_event_stream_with_no_error(inspector: Inspector) -> None:
+    """The page's stream ends whole (its last chunk sent), and uvicorn logs no exception."""
+    errors = Recorded()
+    logging.getLogger("uvicorn.error").addHandler(errors)
+    try:
+        running = serve_in_thread(inspector, port=0, rate=50)
+        with httpx.stream("GET", running.url + "api/events", timeout=10) as events:
+            lines = events.iter_lines()
+            with inspector.watch(TurnSettings(), channel="#open"):
+                pass
+            next_event(lines)
+            running.stop()
+            rest = list(lines)  # a stream cut mid-response raises here
+    finally:
+        logging.getLogger("uvicorn.error").removeHandler(errors)
+    assert not any(line.startswith("data: ") for line in rest)
+    assert [record.getMessage() for record in errors.records] == []
+
+
+class Recorded(logging.Handler):
+    """The records of WARNING and above a logger passes it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def next_event(lines: Iterator[str]) -> dict[str, Any]:

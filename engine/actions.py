@@ -63,6 +63,7 @@ from toolloop.states import (
     ToolResult,
     TurnStatus,
 )
+from toolloop.states.loop_config import in_seconds
 
 Action = Callable[[Context, Draft, list[Effect]], None]
 """What a row of `toolloop.engine.table` runs: reads the event, writes the draft and effects."""
@@ -177,6 +178,15 @@ def merge_details(merged: str, increment: str) -> str:
 def reset_follow_ups(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """The channel's follow-up count starts again."""
     effects.append(_RESET_FOLLOW_UPS)
+
+
+def notice_inactivity(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
+    """The provider went silent: the inactivity notice (a warning) names the timeout,
+    unless the turn suppresses user errors (SPEC 5, 9)."""
+    if not draft.turn.suppress_user_errors:
+        key, level = NoticeKey.STREAM_INACTIVITY_TIMEOUT, Level.WARNING
+        details = {"seconds": in_seconds(draft.config.stream_sdk_call_timeout_ms)}
+        effects.append(SendNotice(key=key, level=level, iteration=draft.iteration, details=details))
 
 
 def finish_stream_failed(ctx: Context, draft: Draft, effects: list[Effect]) -> None:

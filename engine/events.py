@@ -12,7 +12,7 @@ import enum
 import attrs
 
 from toolloop.states import ApprovalDecision, ContextItem, StreamResult, ToolResult
-from toolloop.states.convert import register_union
+from toolloop.states.convert import omit_when_default, register_union
 
 
 class StopRequest(enum.Enum):
@@ -44,6 +44,11 @@ class StreamEnded:
     approval: tuple[bool, ...] = ()
     """The registry's answer for each call, in order: it needs a person's approval and
     passed the registry's own checks (SPEC 6c). Empty when no call needs approval."""
+    went_silent: bool = False
+    """The loop's rolling inactivity timeout ended the call (SPEC 5): the provider sent
+    nothing for `STREAM_SDK_CALL_TIMEOUT_MS`, and the `timeout` result is the loop's, not
+    one the provider reported. Its row sends the inactivity notice. Written to a trace
+    only when set, so a trace without such a timeout reads as before."""
 
 
 @attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
@@ -90,4 +95,5 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ApprovalDecided,
     StashTaken,
 )
+omit_when_default(StreamEnded, "went_silent")
 register_union(Event)

@@ -99,6 +99,8 @@ class Context:
     """The model finished its reply."""
     stream_failed: bool = False
     """The provider call ended in `error` or `timeout`."""
+    stream_went_silent: bool = False
+    """... in `timeout` because the loop's rolling inactivity timeout fired (SPEC 5)."""
     stream_empty: bool = False
     """The model produced nothing at all."""
     stream_stopped: bool = False
@@ -234,7 +236,9 @@ class StreamEndedContext(Context):
         status = stream.status
         if status is not _FUNCTION_CALL:
             self.stream_completed = status is StreamStatus.COMPLETED
-            self.stream_failed = status is StreamStatus.ERROR or status is StreamStatus.TIMEOUT
+            timed_out = status is StreamStatus.TIMEOUT
+            self.stream_failed = timed_out or status is StreamStatus.ERROR
+            self.stream_went_silent = timed_out and event.went_silent
             self.stream_empty = status is StreamStatus.EMPTY_RESPONSE
             self.stream_stopped = status is StreamStatus.STOPPED_BY_USER
             self.stream_interrupted = status is StreamStatus.FOLLOW_UP_INTERRUPT

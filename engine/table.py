@@ -164,6 +164,7 @@ _ROWS: dict[tuple[Phase, type[Event]], tuple[tuple[str, str, str, Phase, str], .
     ),
     (STREAMING, StreamEnded): (  # by the stream's status (SPEC 4.3) ...
         ("completed",                            "stream_completed",                                 "RECORDED reset_follow_ups finish_with_sticker",  F, "4.3"),
+        ("stream_failed:silent",                 "stream_went_silent",                               "RECORDED notice_inactivity reset_follow_ups finish_stream_failed", F, "4.3 5"),
         ("stream_failed",                        "stream_failed",                                    "RECORDED reset_follow_ups finish_stream_failed", F, "4.3"),
         ("empty_response",                       "stream_empty",                                     "RECORDED finish_empty",                          F, "4.3"),
         ("stopped_by_user",                      "stream_stopped",                                   "RECORDED answer_stop reset_follow_ups finish_stopped", F, "4.3"),

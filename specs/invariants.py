@@ -16,10 +16,12 @@ from typing import Literal
 import attrs
 
 from toolloop.engine.commands import Effect, Finish, NoticeKey, SendNotice, StreamOnce
+from toolloop.engine.events import StreamEnded
 from toolloop.engine.trace import Trace, TraceStep
-from toolloop.states import GenerationTurnResult, TurnStatus
+from toolloop.states import GenerationTurnResult, StreamStatus, TurnStatus
 
 Result = GenerationTurnResult | None
+TIMEOUT = StreamStatus.TIMEOUT
 Invariant = Callable[[Trace, Result], list[str]]
 
 #: The notices SPEC sends at most once per attempt.
@@ -130,8 +132,34 @@ def no_text_delivered_twice(trace: Trace, result: Result) -> list[str]:
     return found
 
 
+def silence_noticed(trace: Trace, result: Result) -> list[str]:
+    """A stream the loop's inactivity timeout ended is followed by exactly one inactivity
+    notice, in its own step, unless the turn suppresses user errors; no other step sends one."""
+    found: list[str] = []
+    for index, record in enumerate(trace.steps):
+        event = record.event
+        silent = _went_silent(event) if isinstance(event, StreamEnded) else False
+        expected = 1 if silent and not trace.turn.suppress_user_errors else 0
+        sent = sum(
+            isinstance(effect, SendNotice) and effect.key is NoticeKey.STREAM_INACTIVITY_TIMEOUT
+            for effect in record.effects
+        )
+        if sent != expected:
+            why = "no silent stream" if not silent else "a silent stream"
+            if silent and not expected:
+                why += ", user errors suppressed"
+            where = _where(index, record)
+            found.append(f"{where}: {sent} inactivity notices where {expected} belong ({why})")
+    return found
+
+
+def _went_silent(event: StreamEnded) -> bool:
+    return event.went_silent and event.result.status is TIMEOUT
+
+
 INVARIANTS: tuple[Invariant, ...] = (
     notices_at_most_once,
+    silence_noticed,
     history_paired,
     history_only_grows,
     sticker_only_on_completed,

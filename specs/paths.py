@@ -107,6 +107,7 @@ def _after_approved(result: JsonObject) -> Witness:
 WITNESSES: dict[str, Witness] = {
     "started": Witness(),
     "completed": _stream({"status": "completed", "text": "Done."}),
+    "stream_failed:silent": _stream({"stall": True, "text": "half a sen"}),
     "stream_failed": _stream({"status": "error", "error": "HTTP 500"}),
     "empty_response": _stream({"status": "empty_response"}),
     "stopped_by_user": _stream({"status": "stopped_by_user", "text": "partial"}),

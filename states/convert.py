@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.strategies import configure_tagged_union
 
 from toolloop.states.calls import FunctionCall, StreamError
@@ -29,6 +30,17 @@ def register_union(union: Any) -> None:
     converter.register_structure_hook(
         union | None, lambda data, _: None if data is None else converter.structure(data, union)
     )
+
+
+def omit_when_default(cls: type, *fields: str) -> None:
+    """Write `fields` of `cls` only when they differ from their default.
+
+    For a field added after data of `cls` was written: what lacks it is read with
+    its default, and what leaves it at the default is written as before. Call it
+    before `register_union` tags a union holding `cls`.
+    """
+    omitted: dict[str, Any] = {field: override(omit_if_default=True) for field in fields}
+    converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **omitted))
 
 
 register_union(FunctionCall | StreamError)

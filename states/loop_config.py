@@ -27,6 +27,13 @@ class LoopConfig:
     """How long a call that needs approval waits for a decision (SPEC 6c)."""
 
 
+def in_seconds(milliseconds: int) -> str:
+    """A configured duration as messages and notices write it: `300` for 300000 ms,
+    `12.5` for 12500 ms (no trailing `.0` when whole)."""
+    seconds = milliseconds / 1000
+    return str(int(seconds)) if seconds.is_integer() else str(seconds)
+
+
 @attrs.frozen(kw_only=True)
 class ConfigWarning:
     """One invalid configuration value and what was used instead."""

@@ -133,6 +133,7 @@ class Sink(Call):
         "interrupted",
         "parts",
         "span",
+        "went_silent",
     )
 
     def __init__(
@@ -158,6 +159,8 @@ class Sink(Call):
         """A follow-up ended the stream (SPEC 5)."""
         self.failure: Exception | None = None
         """What the channel raised when it could not deliver text (SPEC 5)."""
+        self.went_silent = False
+        """The rolling inactivity timeout ended it: the provider sent nothing in time (SPEC 5)."""
 
     def progress(self) -> None:
         self.deadline = self._alarm.now() + self._timeout

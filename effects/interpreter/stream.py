@@ -10,7 +10,6 @@ import anyio
 from toolloop.effects.interpreter.announce import Announcer
 from toolloop.effects.interpreter.attempt import log
 from toolloop.effects.interpreter.calls import Sink
-from toolloop.effects.interpreter.tools import in_seconds
 from toolloop.effects.observe import StreamFirstChunk
 from toolloop.effects.ports import (
     StreamRequest,
@@ -23,6 +22,7 @@ from toolloop.engine import tool_call
 from toolloop.engine.construct import constructor
 from toolloop.engine.events import StopRequest, StreamEnded
 from toolloop.states import ProviderDescriptor, StreamError, StreamResult, StreamStatus
+from toolloop.states.loop_config import in_seconds
 
 # What every provider call builds, without attrs' call (`engine.construct`).
 _new_stream_request = constructor(StreamRequest)
@@ -76,6 +76,8 @@ class StreamStage(Announcer):
         if result.status in _FAILED:
             _log_failed_stream(self.provider.descriptor, sink.span, result)
         stop = self.control.pending_request()
+        if sink.went_silent:  # the machine sends its notice (SPEC 5)
+            return _new_stream_ended(result=result, stop=stop, went_silent=True)
         approval = self._approval(result)
         if len(result.calls) < 2:
             return _new_stream_ended(result=result, stop=stop, approval=approval)
@@ -98,8 +100,9 @@ class StreamStage(Announcer):
 
         A failed send is `error` and a follow-up `follow_up_interrupt`, both with the
         text delivered so far. A killed stream, or a silent one: a stop wins at
-        once, else settle, notice, `timeout`; a kill during the settle also ends
-        it as `stopped_by_user`, without the notice.
+        once, else settle, then `timeout`, reported as the loop's own (`went_silent`:
+        its row sends the inactivity notice); a kill during the settle also ends it
+        as `stopped_by_user`.
         """
         if sink.failure is not None:
             return channel_failed(sink.text, sink.failure)
@@ -114,20 +117,8 @@ class StreamStage(Announcer):
         self._alarm.stop()
         if sink.killed:
             return _stopped(sink)
-        seconds = in_seconds(self.config.stream_sdk_call_timeout_ms)
-        if not self.turn.suppress_user_errors:
-            await self._notice(inactivity_notice(sink.effect.iteration, seconds))
-        return silent(sink.text, seconds)
-
-
-def inactivity_notice(iteration: int, seconds: str) -> fx.SendNotice:
-    """The notice of a stream the provider left silent for `seconds`."""
-    return fx.SendNotice(
-        key=fx.NoticeKey.STREAM_INACTIVITY_TIMEOUT,
-        level=fx.Level.WARNING,
-        iteration=iteration,
-        details={"seconds": seconds},
-    )
+        sink.went_silent = True
+        return silent(sink.text, in_seconds(self.config.stream_sdk_call_timeout_ms))
 
 
 def silent(text: str, seconds: str) -> StreamResult:

@@ -13,6 +13,7 @@ from toolloop.engine import commands as fx
 from toolloop.engine.construct import constructor
 from toolloop.engine.events import ToolSettled
 from toolloop.states import ToolContext, ToolResult
+from toolloop.states.loop_config import in_seconds
 
 # What every tool builds, without attrs' call (`engine.construct`).
 new_tool_invocation = constructor(ToolInvocation)
@@ -87,9 +88,3 @@ class ToolStage(Announcer):
 
 def timed_out(name: str, timeout_ms: int) -> ToolResult:
     return failure(f"Tool {name} timed out after {in_seconds(timeout_ms)} s")
-
-
-def in_seconds(milliseconds: int) -> str:
-    """`300` for 300000 ms, `12.5` for 12500 ms: no trailing `.0` when whole."""
-    seconds = milliseconds / 1000
-    return str(int(seconds)) if seconds.is_integer() else str(seconds)

@@ -7,7 +7,8 @@ here, where the call runs:
 
 * a provider call keeps the rolling inactivity timeout itself, exactly as the
   interpreter does (each `sink.progress()` pushes it back): a silent provider
-  ends the call as `timeout` with the inactivity notice;
+  ends the call as `timeout`, reported as the loop's own (`went_silent`), so
+  the workflow's step sends the inactivity notice;
 * every activity heartbeats every `heartbeat_every` seconds (a stream's
   heartbeat carries what the channel shows of it), because Temporal delivers a
   cancellation (the workflow's kill, a follow-up) only with a heartbeat; the
@@ -28,8 +29,7 @@ import anyio
 from temporalio import activity
 
 from toolloop.effects.durable.resume import TurnPorts, interrupted, runs_again, unshown
-from toolloop.effects.interpreter.stream import channel_failed, inactivity_notice, silent
-from toolloop.effects.interpreter.tools import in_seconds
+from toolloop.effects.interpreter.stream import channel_failed, silent
 from toolloop.effects.notices import NoticeCatalog, identity, progress_notice, render_notice
 from toolloop.effects.ports import (
     Notice,
@@ -62,6 +62,7 @@ from toolloop.states import (
     ToolResult,
     TurnSettings,
 )
+from toolloop.states.loop_config import in_seconds
 
 log = logging.getLogger("toolloop.temporal")
 T = TypeVar("T")
@@ -110,14 +111,13 @@ class TurnActivities:
             result = StreamResult(status=StreamStatus.STOPPED_BY_USER, accumulated_text=sink.text)
         finally:
             ports.channel.stream_ended(span)
-        if result.status is StreamStatus.TIMEOUT and sink.went_silent:
-            await _inactivity_notice(ports, given.turn, given.config, once.iteration)
         registry = ports.registry
         return StreamOutput(
             result=result,
             calls=_facts(ports, given.config, result),
             exclusive=exclusive_flags(registry, result.calls),
             approval=approvals_needed(registry, result.batch, lambda: given.context),
+            went_silent=sink.went_silent,
         )
 
     @activity.defn(name="toolloop.tool")
@@ -319,17 +319,6 @@ def _facts(ports: TurnPorts, config: LoopConfig, result: StreamResult) -> tuple[
             )
         )
     return tuple(facts)
-
-
-async def _inactivity_notice(
-    ports: TurnPorts, turn: TurnSettings, config: LoopConfig, iteration: int
-) -> None:
-    if turn.suppress_user_errors:
-        return
-    effect = inactivity_notice(iteration, in_seconds(config.stream_sdk_call_timeout_ms))
-    catalog = ports.catalog or NoticeCatalog.default()
-    notice = render_notice(effect, turn, catalog, ports.registry.redact)
-    await _send(ports.channel.send_notice, notice)
 
 
 async def _send(send: Callable[[Notice], object], notice: Notice) -> None:

@@ -94,6 +94,8 @@ class StreamOutput:
     calls: tuple[CallFacts, ...] = ()
     exclusive: tuple[bool, ...] = ()
     approval: tuple[bool, ...] = ()
+    went_silent: bool = False
+    """The activity's rolling inactivity timeout ended the call (`StreamEnded.went_silent`)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -319,7 +319,11 @@ class TurnWorkflow:
             result = attrs.evolve(result, status=reason)
         self._facts = output.calls
         return StreamEnded(
-            result=result, stop=self._pending, exclusive=output.exclusive, approval=output.approval
+            result=result,
+            stop=self._pending,
+            exclusive=output.exclusive,
+            approval=output.approval,
+            went_silent=output.went_silent,
         )
 
     # -- stage 02 --------------------------------------------------------------------------

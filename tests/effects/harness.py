@@ -167,6 +167,8 @@ class Host:
     reply_to: str | None = None
     events: list[tuple[float, Event]] = attrs.field(factory=list)
     """Every event the loop fed to `step`, with the anyio clock when it did."""
+    steps: list[Step] = attrs.field(factory=list)
+    """What `step` answered to each of them."""
     last_state: IterationState | None = None
 
     async def run(self) -> GenerationTurnResult:
@@ -185,6 +187,7 @@ class Host:
     def _observe(self) -> Observer:
         def observe(before: IterationState, event: Event, out: Step) -> None:
             self.events.append((anyio.current_time(), event))
+            self.steps.append(out)
             self.last_state = out.state
 
         return observe

@@ -39,7 +39,8 @@ from toolloop.effects.ports import (
     ToolInvocation,
 )
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.engine.events import ToolSettled
+from toolloop.engine.commands import NoticeKey, SendNotice
+from toolloop.engine.events import StreamEnded, ToolSettled
 from toolloop.engine.step import Step, step
 from toolloop.states import (
     FunctionCall,
@@ -138,6 +139,36 @@ class TestInactivityTimeout:
             False,
         )
         assert "120 s" in notice.text
+
+    def test_the_interpreter_reports_the_silence_and_the_step_sends_the_notice(self) -> None:
+        """The interpreter decides nothing: it reports `StreamEnded(went_silent=True)`, and
+        the notice the channel gets is the first effect of the step that event takes."""
+        host = Host(provider=ScriptProvider(silent("half a sen")))
+        timed(host)
+        _, event = host.events[-1]
+        assert isinstance(event, StreamEnded) and event.went_silent
+        notice, *_ = host.steps[-1].effects
+        assert isinstance(notice, SendNotice)
+        assert (notice.key, notice.details) == (
+            NoticeKey.STREAM_INACTIVITY_TIMEOUT,
+            {"seconds": "120"},
+        )
+        assert [n.key for n in host.channel.every_notice] == ["stream_inactivity_timeout"]
+
+    def test_a_timeout_the_provider_reports_itself_sends_no_inactivity_notice(self) -> None:
+        """Only the loop's own timer makes a silent stream: a provider returning `timeout`
+        ends the turn `timeout` without the notice, as before."""
+        error = StreamError(type="timeout", message="upstream gave up")
+
+        async def gives_up(request: StreamRequest, sink: StreamSink) -> StreamResult:
+            return StreamResult(status=StreamStatus.TIMEOUT, data=error)
+
+        host = Host(provider=ScriptProvider(gives_up))
+        result, took = timed(host)
+        assert (result.status, took) == (TurnStatus.TIMEOUT, 0)
+        _, event = host.events[-1]
+        assert isinstance(event, StreamEnded) and not event.went_silent
+        assert host.channel.every_notice == []
 
     def test_suppressed_user_errors_send_no_inactivity_notice(self) -> None:
         """Under `suppress_user_errors` the timeout says nothing in the channel."""

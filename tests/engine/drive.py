@@ -8,7 +8,9 @@ call settles next (an index into the running calls, modulo their number), so
 a batch can finish in any order. A call of a tool in `approval_tools` waits for
 approval (SPEC 6c): its wait is one of the outcomes `picks` chooses from, and
 ends as the next of `decisions` says: `approve`, `deny`, `timeout` or `other`
-(an approval given for other arguments).
+(an approval given for other arguments). A `timeout` stream is the loop's own
+inactivity timeout (`StreamEnded.went_silent`) when the next of `silences` says
+so, else a `timeout` the provider reported.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from toolloop.states import (
     IterationState,
     LoopConfig,
     StreamResult,
+    StreamStatus,
     ToolResult,
     TurnSettings,
     Verdict,
@@ -98,11 +101,12 @@ def drive(
     exclusive_tools: frozenset[str] = frozenset(),
     approval_tools: frozenset[str] = frozenset(),
     decisions: Sequence[str] = ("approve",),
+    silences: Sequence[bool] = (False,),
 ) -> Run:
     """Run `step` from the initial state until a final effect, answering from the scripts."""
     state = initial_state(config or LoopConfig(), turn or TurnSettings())
     stream_it, tool_it, stop_it = _cycle(streams), _cycle(tools), _cycle(stops)
-    pick_it, decision_it = _cycle(picks), _cycle(decisions)
+    pick_it, decision_it, silence_it = _cycle(picks), _cycle(decisions), _cycle(silences)
     running: list[tuple[int, object]] = []
     asked: set[object] = set()
     event: Event = TurnStarted()
@@ -146,6 +150,8 @@ def drive(
                 moves=tuple(moves),
             )
         event = _answer(last, stream_it, tool_it, stop_it, requires_follow_up, stash or {})
+        if isinstance(event, StreamEnded) and event.result.status is StreamStatus.TIMEOUT:
+            event = attrs.evolve(event, went_silent=next(silence_it))
         if isinstance(event, StreamEnded) and len(event.result.calls) > 1:
             # What the interpreter asks the registry for a batch (SPEC 6b item 3).
             alone = tuple(c.name.strip() in exclusive_tools for c in event.result.calls)

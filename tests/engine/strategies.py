@@ -78,6 +78,8 @@ tool_results = st.lists(
     min_size=1,
     max_size=30,
 )
+silences = st.lists(st.booleans(), min_size=1, max_size=10)
+"""For each `timeout` stream, whether the loop's inactivity timeout ended it (`drive`)."""
 stops = st.lists(
     st.sampled_from([StopRequest.NONE] * 6 + [StopRequest.STOP, StopRequest.FOLLOW_UP]),
     min_size=1,

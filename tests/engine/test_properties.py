@@ -7,7 +7,15 @@ from hypothesis import strategies as st
 
 from tests.engine.builders import call, done, fail, ok, turn
 from tests.engine.drive import Run, drive
-from tests.engine.strategies import TOOLS, configs, stops, streams, tool_results, turns
+from tests.engine.strategies import (
+    TOOLS,
+    configs,
+    silences,
+    stops,
+    streams,
+    tool_results,
+    turns,
+)
 from toolloop.engine.commands import (
     DispatchTool,
     Finish,
@@ -23,12 +31,13 @@ from toolloop.engine.tool_call import is_blocked
 from toolloop.states import ApiFamily, LoopConfig, ProviderDescriptor, StreamStatus, TurnStatus
 
 attempts = st.builds(
-    lambda s, t, p, u, c: drive(s, t, stops=p, turn=u, config=c),
+    lambda s, t, p, u, c, q: drive(s, t, stops=p, turn=u, config=c, silences=q),
     streams,
     tool_results,
     stops,
     turns,
     configs,
+    silences,
 )
 
 
@@ -55,6 +64,30 @@ def test_still_working_is_sent_once_at_20_iff_surfacing_and_reached(run: Run) ->
     expected = 1 if reached and run.final.turn.surface_user_errors else 0
     assert len(sent) == expected
     assert all(n.iteration == 20 for n in sent)
+
+
+@given(run=attempts)
+def test_a_silent_stream_is_noticed_once_by_its_step_unless_user_errors_are_suppressed(
+    run: Run,
+) -> None:
+    """Inactivity notice: the step of a stream the loop's inactivity timeout ended sends one,
+    first, naming the timeout, unless the turn suppresses user errors; no other step does
+    (a `timeout` the provider reported included), and that step finishes `timeout`."""
+    timeout_ms = run.final.config.stream_sdk_call_timeout_ms
+    for event, effects in run.steps:
+        sent = [
+            e
+            for e in effects
+            if isinstance(e, SendNotice) and e.key is NoticeKey.STREAM_INACTIVITY_TIMEOUT
+        ]
+        silent = isinstance(event, StreamEnded) and event.went_silent
+        if not silent or run.final.turn.suppress_user_errors:
+            assert sent == []
+            continue
+        assert sent == [effects[0]]
+        assert sent[0].details == {"seconds": str(timeout_ms // 1000)}
+        assert isinstance(effects[-1], Finish)
+        assert effects[-1].result.status is TurnStatus.TIMEOUT
 
 
 @given(s=streams, t=tool_results, u=turns, c=configs)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.engine.builders import call, done, ok
+from tests.engine.builders import call, done, ended, ok
 from tests.engine.drive import Run, drive
 from tests.engine.test_properties import attempts
 from toolloop.engine.events import TurnStarted
@@ -25,7 +25,7 @@ from toolloop.engine.trace import (
     replay,
     replayed,
 )
-from toolloop.states import ContextItem, LoopConfig, Phase, TurnSettings
+from toolloop.states import ContextItem, LoopConfig, Phase, StreamStatus, TurnSettings
 
 START = json.dumps({"kind": "start", "version": 3, "config": {}, "turn": {}})
 EVENT = json.dumps({"kind": "event", "event": {"_type": "TurnStarted"}})
@@ -137,6 +137,25 @@ def test_bytes_that_are_not_utf8_name_their_line() -> None:
     line = whole[: whole.index(b"query-1")].count(b"\n") + 1
     with pytest.raises(TraceError, match=rf"^line {line}: not UTF-8 text \(byte \d+: invalid"):
         load_bytes(bad)
+
+
+def test_a_silent_stream_is_written_with_its_flag_and_its_notice_and_replays() -> None:
+    """The loop's own inactivity timeout: its event says `went_silent`, its step holds the
+    inactivity notice; the trace loads equal and replays. Without the flag (a `timeout`
+    the provider reported, or a trace written before it existed) the event is written
+    without the key, and the step has no notice, so such a trace replays as before."""
+    silent = trace_of(drive([ended(StreamStatus.TIMEOUT)], silences=[True]))
+    lines = list(dump_lines(silent))
+    (event,) = [json.loads(line) for line in lines if '"StreamEnded"' in line]
+    assert event["event"]["went_silent"] is True
+    assert sum('"stream_inactivity_timeout"' in line for line in lines) == 1
+    assert load_lines(lines) == silent and replay(silent) == []
+    reported = trace_of(drive([ended(StreamStatus.TIMEOUT)], silences=[False]))
+    lines = list(dump_lines(reported))
+    (event,) = [json.loads(line) for line in lines if '"StreamEnded"' in line]
+    assert "went_silent" not in event["event"]
+    assert not any('"stream_inactivity_timeout"' in line for line in lines)
+    assert replay(load_lines(lines)) == []
 
 
 def test_replay_names_the_step_whose_effects_differ() -> None:

@@ -2,7 +2,8 @@
 
 A stand-in for `toolloop simulate` over the keys `toolloop.specs.paths` emits,
 with the same semantics: one stream per provider call and one result per tool
-run (the last repeats), `stop_before_tool` and `kill` are genuine stops, the
+run (the last repeats), `stop_before_tool` and `kill` are genuine stops, a
+`stall` is the loop's inactivity timeout after the stream's text, the
 scenario has no stash (a stashed item is always missing). The calls of a batch
 take their results in the order they start, and settle in that order (no
 `delay_ms`). A call that waits for approval (SPEC 6c) takes the tool's next
@@ -54,7 +55,7 @@ from toolloop.states import (
     args_digest,
 )
 
-STREAM_KEYS = {"status", "text", "error", "call", "calls", "stop_before_tool"}
+STREAM_KEYS = {"status", "text", "error", "call", "calls", "stop_before_tool", "stall"}
 RESULT_KEYS = {"success", "error", "data", "end_turn", "hang", "kill"}
 TURN_KEYS = {"provider", "user_impersonation", "deliberate_mode"}
 
@@ -143,6 +144,8 @@ def _answer(
     if isinstance(effect, StreamOnce):
         raw = next(streams)
         stop = StopRequest.STOP if raw.get("stop_before_tool") else StopRequest.NONE
+        if raw.get("stall"):  # silent after its text: the loop's inactivity timeout
+            return StreamEnded(result=_silent(raw), stop=stop, went_silent=True)
         result = _stream(raw)
         approval = (True,) * len(result.batch) if asks and result.batch else ()
         return StreamEnded(result=result, stop=stop, approval=approval)
@@ -178,6 +181,12 @@ def _stream(raw: dict[str, Any]) -> StreamResult:
         data = StreamError(type="error", message=raw["error"])
     text = raw.get("text", "")
     return StreamResult(status=status, accumulated_text=text, data=data, calls=calls)
+
+
+def _silent(raw: dict[str, Any]) -> StreamResult:
+    error = StreamError(type="timeout", message="no data from the provider for 120 s")
+    text = raw.get("text", "")
+    return StreamResult(status=StreamStatus.TIMEOUT, accumulated_text=text, data=error)
 
 
 def _result(raw: dict[str, Any]) -> ToolResult:

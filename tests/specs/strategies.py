@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.engine.builders import batch, call, ended
 from tests.engine.drive import Run, drive
-from tests.engine.strategies import TOOLS, texts
+from tests.engine.strategies import TOOLS, silences, texts
 from toolloop.engine.events import StopRequest
 from toolloop.states import (
     ApiFamily,
@@ -114,8 +114,8 @@ small_configs = st.builds(
 stashes = st.sampled_from([(), (("k", ContextItem(kind="enrichment", content="stashed")),)])
 
 attempts: st.SearchStrategy[Run] = st.builds(
-    lambda s, t, p, u, c, f, k, o: drive(
-        s, t, stops=p, turn=u, config=c, requires_follow_up=f, stash=dict(k), picks=o
+    lambda s, t, p, u, c, f, k, o, q: drive(
+        s, t, stops=p, turn=u, config=c, requires_follow_up=f, stash=dict(k), picks=o, silences=q
     ),
     streams,
     tool_results,
@@ -125,6 +125,7 @@ attempts: st.SearchStrategy[Run] = st.builds(
     st.booleans(),
     stashes,
     st.lists(st.integers(0, 3), min_size=1, max_size=4),
+    silences,
 )
 
 #: Attempts whose tools wait for approval (SPEC 6c): mostly batches, every way a wait

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import attrs
 from hypothesis import given, settings
 
-from tests.engine.builders import call, done, ok
+from tests.engine.builders import call, done, ended, ok
 from tests.engine.drive import Run, drive
 from tests.specs.conformance import trace_of
 from tests.specs.strategies import attempts
@@ -22,9 +22,10 @@ from toolloop.specs.invariants import (
     notices_at_most_once,
     registrations_cleaned_up,
     result_of,
+    silence_noticed,
     sticker_only_on_completed,
 )
-from toolloop.states import Sticker, TurnSettings, TurnStatus
+from toolloop.states import Sticker, StreamStatus, TurnSettings, TurnStatus
 
 STICKER = Sticker(id="s1", name="gong")
 Effects = tuple[Effect, ...]
@@ -33,7 +34,8 @@ Effects = tuple[Effect, ...]
 @given(run=attempts)
 @settings(max_examples=300)
 def test_every_generated_attempt_keeps_every_trace_invariant(run: Run) -> None:
-    """Invariants: once-only notices, paired growing history, stickers on completed, no echo."""
+    """Invariants: once-only notices, an inactivity notice for each silent stream, paired
+    growing history, stickers on completed, no echo."""
     assert check(trace_of(run)) == []
 
 
@@ -115,6 +117,35 @@ class TestEachInvariantFails:
         )
         assert no_text_delivered_twice(broken, None) == [
             "step 2 (ToolSettled): text 'Let me look.' is both in history and in the model parts"
+        ]
+
+    def test_a_silent_stream_without_its_notice_is_reported(self) -> None:
+        """The step of a stream the loop's inactivity timeout ended sends one notice."""
+        trace = trace_of(drive([ended(StreamStatus.TIMEOUT)], silences=[True]))
+        assert check(trace) == []
+        broken = with_effect(trace, 1, lambda effects: effects[1:])
+        assert silence_noticed(broken, None) == [
+            "step 1 (StreamEnded): 0 inactivity notices where 1 belong (a silent stream)"
+        ]
+
+    def test_an_inactivity_notice_without_a_silent_stream_is_reported(self) -> None:
+        """A `timeout` the provider reported (or a suppressed turn) sends no inactivity notice."""
+        notice = SendNotice(
+            key=NoticeKey.STREAM_INACTIVITY_TIMEOUT, level=Level.WARNING, iteration=1
+        )
+        trace = trace_of(drive([ended(StreamStatus.TIMEOUT)], silences=[False]))
+        assert check(trace) == []
+        broken = with_effect(trace, 1, lambda effects: (notice, *effects))
+        assert silence_noticed(broken, None) == [
+            "step 1 (StreamEnded): 1 inactivity notices where 0 belong (no silent stream)"
+        ]
+        suppressed = TurnSettings(suppress_user_errors=True)
+        quiet = trace_of(drive([ended(StreamStatus.TIMEOUT)], silences=[True], turn=suppressed))
+        assert check(quiet) == []
+        broken = with_effect(quiet, 1, lambda effects: (notice, *effects))
+        assert silence_noticed(broken, None) == [
+            "step 1 (StreamEnded): 1 inactivity notices where 0 belong"
+            " (a silent stream, user errors suppressed)"
         ]
 
     def test_the_result_defaults_to_the_traces_finish(self) -> None:

@@ -530,6 +530,11 @@ class TestVerbatim:
             await run(server, text_reply("never sent"), request=request)
         assert server.requests == []
 
+    def test_the_provider_takes_no_cap_of_its_own(self, server: OpenAIServer) -> None:
+        """The old constructor argument is refused, never kept beside the request's cap."""
+        with pytest.raises(TypeError, match="verbatim_tool_call_max_buffer_chars"):
+            make_provider(server, verbatim_tool_call_max_buffer_chars=64)
+
     async def test_rejected_call_text_is_delivered(self, server: OpenAIServer) -> None:
         """Call-shaped text the parser refuses (unknown tool) reaches the channel whole."""
         text = 'get_time({"zone": "UTC"}) is not a tool'

@@ -11,13 +11,14 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from tests.openai_server import OpenAIServer, text_reply
+from tests.providers.conftest import make_request
 from toolloop.durable import TurnPorts
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.temporal.activities import TurnActivities
 from toolloop.effects.temporal.messages import StreamInput
-from toolloop.engine import StreamOnce, tool_call
+from toolloop.engine import tool_call
 from toolloop.states import JsonObject, LoopConfig, StreamStatus, TurnSettings
 
 pytestmark = pytest.mark.anyio
@@ -36,18 +37,9 @@ async def _stream(server: OpenAIServer, limit: int) -> tuple[StreamStatus, str, 
     channel = RecordingChannel()
     server.script(text_reply("Checking. ", CALL))
     turn = TurnSettings()
-    once = StreamOnce(
-        iteration=0,
-        function_history=(),
-        accumulated_model_parts=(),
-        context=turn.context,
-        tail_directives=(),
-        disabled=frozenset(),
-        suppress_text_output=False,
-    )
     given = StreamInput(
         turn=turn,
-        once=once,
+        once=make_request().once,
         config=LoopConfig(verbatim_tool_call_max_buffer_chars=limit),
         context=tool_call.tool_context(turn, 0, False, turn.context),
     )

@@ -20,6 +20,7 @@ the stream made again continues the same message.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 from collections.abc import Hashable, Sequence
 from typing import Any, Self
@@ -256,13 +257,23 @@ class DiscordChannel:
 
     # -- what the writers share ------------------------------------------------------------
 
-    async def new_message(self, content: str, stream: StreamSpan | None) -> discord.Message:
-        """A stream's next message; the turn's first one replies to the stream's target."""
+    async def new_message(
+        self, content: str, stream: StreamSpan | None, page: tuple[int, int]
+    ) -> discord.Message:
+        """A stream's next message (`page`: its page and renewal, `StreamWriter`); the turn's
+        first one replies to the stream's target. The bot's message to a target carries a
+        nonce named by the target, the stream and `page`, which Discord enforces: asking
+        again (a stream made again after a restart) gets the same message back."""
         target = None if stream is None else stream.reply_to
         reply_to = None if self._replied or target is None else int(target)
         self._replied = True
         voice = self.persona or self.bot
-        message = await voice.send(content=content, reply_to=reply_to, mentions=self.mentions)
+        nonce = None
+        if voice is self.bot and stream is not None and target is not None:
+            nonce = page_nonce(self.channel_id, stream, page)
+        message = await voice.send(
+            content=content, reply_to=reply_to, mentions=self.mentions, nonce=nonce
+        )
         self.messages.append(message)
         return message
 
@@ -279,3 +290,10 @@ class DiscordChannel:
         failure = DeliveryError(self.channel_id, what, error)
         log.warning("%s", failure)
         return failure
+
+
+def page_nonce(channel_id: int, stream: StreamSpan, page: tuple[int, int]) -> str:
+    """The nonce of a stream's message: the same for the same channel, target, attempt,
+    iteration and page in every process, 25 characters (Discord's limit for a string)."""
+    name = f"{channel_id}/{stream.reply_to}/{stream.attempt}/{stream.iteration}/{page[0]}/{page[1]}"
+    return hashlib.sha256(name.encode()).hexdigest()[:25]

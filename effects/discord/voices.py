@@ -48,7 +48,11 @@ class Voice(Protocol):
         embed: discord.Embed | None = None,
         reply_to: int | None,
         mentions: discord.AllowedMentions,
-    ) -> discord.Message: ...
+        nonce: str | None = None,
+    ) -> discord.Message:
+        """A new message; `nonce`, when the voice can enforce one, makes asking twice
+        within Discord's few minutes give back the first message."""
+        ...
 
     async def sent(self, message_id: int) -> Sent:
         """A message this voice sent earlier, to edit (`DiscordChannel.restore`)."""
@@ -68,6 +72,7 @@ class BotVoice:
         embed: discord.Embed | None = None,
         reply_to: int | None,
         mentions: discord.AllowedMentions,
+        nonce: str | None = None,
     ) -> discord.Message:
         reference = None
         if reply_to is not None:
@@ -79,6 +84,7 @@ class BotVoice:
             embed=embed,  # type: ignore[arg-type]
             reference=reference,  # type: ignore[arg-type]
             allowed_mentions=mentions,
+            nonce=nonce,  # type: ignore[arg-type]
         )
 
     async def sent(self, message_id: int) -> Sent:
@@ -100,7 +106,9 @@ class WebhookVoice:
         embed: discord.Embed | None = None,
         reply_to: int | None,
         mentions: discord.AllowedMentions,
+        nonce: str | None = None,
     ) -> discord.Message:
+        """Discord's webhooks take no nonce: a persona's message is made on each ask."""
         options: dict[str, Any] = {
             "username": self.persona.name,
             "wait": True,

@@ -8,6 +8,11 @@ rate limit, coalescing the edits a wait saved. A page that outgrows 2000
 characters is cut (`split.cut_page`) and the text continues in a new message.
 A deleted message continues in a new one; a 429 or a 5xx is retried at the next
 slot a few times in a row; any other refusal is the stream's `DeliveryError`.
+Each new message names its place in the stream (its page, and how many deleted
+messages it replaces), from which the channel derives the message's nonce: a
+stream made again after a restart asks for the same page with the same nonce and
+gets the message made before back (Discord's `enforce_nonce`), edited to the
+text it should hold, instead of a second one.
 What Discord confirmed each message holds is kept, for the journal (`held`) and
 for what the turn said (`delivered`).
 """
@@ -54,7 +59,9 @@ class WriterHost(Protocol):
 
     async def request_slot(self, *, spread: bool = True) -> None: ...
 
-    async def new_message(self, content: str, stream: StreamSpan | None) -> discord.Message: ...
+    async def new_message(
+        self, content: str, stream: StreamSpan | None, page: tuple[int, int]
+    ) -> discord.Message: ...
 
     async def reported(self, writer: StreamWriter) -> None: ...
 
@@ -89,6 +96,10 @@ class StreamWriter:
         """The stream's text on its finished pages, as Discord confirmed them."""
         self.pages: list[tuple[int, str]] = []
         """Each finished page's message id and the text it holds."""
+        self.page_no = 0
+        """The current page's index in the stream (what its message's nonce names)."""
+        self.renewed = 0
+        """Messages of the stream that were deleted and continued in a new one."""
         self.shown_body = ""
         """The part of `tail` the current message shows, as Discord confirmed it."""
         self.failure: DeliveryError | None = None
@@ -128,6 +139,7 @@ class StreamWriter:
         *finished, (last, shown) = held
         self.messages = [message for message, _ in held]
         self.pages = [(message.id, body) for message, body in finished]
+        self.page_no = len(finished)
         self.done_text = "".join(body for _, body in finished)
         self.fence = open_fence(self.done_text)
         self.message, self.shown_body = last, shown
@@ -219,17 +231,23 @@ class StreamWriter:
                 sent = await self._send(page.content, self.message)
             except _Transient:
                 return
+            if self.message is None and sent.content != page.content:
+                # The nonce gave back the page's message an earlier process made: edit it next.
+                self.message, self.shown, self.shown_body = sent, sent.content, ""
+                await self.channel.reported(self)
+                return
         if whole:
             self.message, self.shown, self.shown_body = sent, page.content, page.body
         else:
             self.tail, self.fence = self.tail[len(page.body) :], page.carried
             self.message, self.shown, self.shown_body = None, "", ""
             self.done_text += page.body
+            self.page_no += 1
             if sent is not None:
                 self.pages.append((sent.id, page.body))
         await self.channel.reported(self)
 
-    async def _send(self, content: str, message: Sent | None) -> Sent:
+    async def _send(self, content: str, message: Sent | None) -> discord.Message:
         """`content` as the stream's next message, or as `message`'s new text.
 
         A deleted message continues in a new one; a 429 or a 5xx (after discord.py's
@@ -238,12 +256,14 @@ class StreamWriter:
         """
         try:
             if message is None:
-                message = await self.channel.new_message(content, self.span)
-                self.messages.append(message)
-            else:
-                message = await message.edit(
-                    content=content, allowed_mentions=self.channel.mentions
+                made = await self.channel.new_message(
+                    content, self.span, (self.page_no, self.renewed)
                 )
+                self.messages.append(made)
+                return self._confirmed(made)
+            return self._confirmed(
+                await message.edit(content=content, allowed_mentions=self.channel.mentions)
+            )
         except discord.NotFound as error:
             if message is None or error.code != UNKNOWN_MESSAGE:
                 raise self._failed(error) from error
@@ -253,6 +273,7 @@ class StreamWriter:
                 self.channel.channel_id,
             )
             self.channel.forget({message.id})
+            self.renewed += 1
             return await self._send(content, None)
         except discord.HTTPException as error:
             if (error.status == 429 or error.status >= 500) and self._refusals < RETRIES:
@@ -260,6 +281,8 @@ class StreamWriter:
                 self.channel.refused(error, "message")
                 raise _Transient from error
             raise self._failed(error) from error
+
+    def _confirmed(self, message: discord.Message) -> discord.Message:
         self._refusals = 0
         return message
 

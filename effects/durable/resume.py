@@ -95,7 +95,9 @@ messages that now hold its text, each time the chat confirmed a send or an edit.
 class HoldingChannel(Protocol):
     """A channel whose text reaches the chat after `send_text` returns, in messages it can
     name and edit later (`DiscordChannel`): the journal keeps what the chat confirmed, and
-    a resumed turn continues the same messages."""
+    a resumed turn continues the same messages. A message the chat made but the journal
+    never heard of is found again only if each new message carries an idempotency key that
+    is the same for the same stream and page in every process (Discord's nonce)."""
 
     def report_held(self, report: HeldReport) -> None:
         """From now on, await `report` after each confirmed send or edit."""

@@ -6,7 +6,12 @@ aiohttp server answers the routes the host uses (log in, fetch a channel,
 create, edit and delete a message, the typing indicator, the global slash
 commands, the application) as Discord does, records each request, and answers from `plan` first:
 `server.plan("PATCH", refusal(404, 10008))` makes the next edit fail as
-Discord fails an edit of a deleted message.
+Discord fails an edit of a deleted message. A message created with a `nonce` and
+`enforce_nonce: true` (discord.py sends both with every `send`) is created once:
+the same author's later create with that nonce within `NONCE_WINDOW_S` gets the
+message already created (as it is now) back, as Discord documents for
+`enforce_nonce`. `before_answer` lets a test act between creating a message and
+answering (kill the bot there, say).
 `connect` points discord.py's real `HTTPClient` (its rate limiter and retries
 included) at it, under the objects of a dpytest-configured client.
 
@@ -25,6 +30,8 @@ import asyncio
 import collections
 import itertools
 import json
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Self
 
 import anyio
@@ -39,6 +46,8 @@ BOT_ID = 1_000_000_000_000_000_001
 APPLICATION_ID = 4242
 BOT = {"id": str(BOT_ID), "username": "bot", "discriminator": "0", "avatar": None, "bot": True}
 """The bot's user, as Discord describes it."""
+NONCE_WINDOW_S = 300.0
+"""How long a create's enforced nonce returns the message it made ("the past few minutes")."""
 
 
 @attrs.frozen
@@ -106,6 +115,10 @@ class DiscordServer:
             collections.deque
         )
         self._ids = itertools.count(8_000_000_000_000_000_001)
+        self._nonces: dict[tuple[str, str], tuple[int, float]] = {}
+        """Each enforced nonce, by (author id, nonce): the message it made, and when."""
+        self.before_answer: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+        """Awaited with each newly created message before the create is answered."""
         app = web.Application()
         app.router.add_get("/api/v10/users/@me", self._me)
         app.router.add_get("/api/v10/channels/{channel}", self._channel)
@@ -304,8 +317,17 @@ class DiscordServer:
         body = await request.json()
         if refused := await self._answer(request, body):
             return refused
+        nonce = (str(BOT["id"]), str(body["nonce"])) if body.get("enforce_nonce") else None
+        if nonce in self._nonces:
+            made, at = self._nonces[nonce]
+            if made in self.messages and time.monotonic() - at < NONCE_WINDOW_S:
+                return _json(self.messages[made])  # the same message, not a second one
         message_id = next(self._ids)
         self.messages[message_id] = _message(message_id, request.match_info["channel"], body)
+        if nonce is not None:
+            self._nonces[nonce] = (message_id, time.monotonic())
+        if self.before_answer is not None:
+            await self.before_answer(self.messages[message_id])
         return _json(self.messages[message_id])
 
     async def _edit(self, request: web.Request) -> web.Response:
@@ -393,6 +415,7 @@ def _message(message_id: int, channel_id: str, body: dict[str, Any]) -> dict[str
         "timestamp": "2026-12-04T17:00:00+00:00",
         "edited_timestamp": None,
         "flags": 0,
+        **({"nonce": str(body["nonce"])} if "nonce" in body else {}),
     }
 
 

@@ -204,3 +204,35 @@ def test_a_personas_message_deleted_meanwhile_starts_the_reply_anew(
     """The webhook answers 404 for the earlier message: the reply's whole text goes out in a
     new message, none of it lost."""
     assert on_the_webhook(monkeypatch, deleted=True) == (["Let me check."], 2)
+
+
+def test_a_stream_asked_again_in_a_new_channel_gets_its_first_message_back_by_its_nonce(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A dead process's channel made the stream's first message ("Let me") and nothing was
+    reported; the next process's channel asks for the same stream's first message with the
+    same nonce, gets that message back and edits it to the whole text: one message."""
+    span = StreamSpan(attempt=0, iteration=2, reply_to="123456789012345678")
+
+    async def main() -> tuple[list[str], int]:
+        client = await configured()
+        async with DiscordServer() as server:
+            await server.connect(client, monkeypatch)
+            clock = VirtualClock()
+            async with DiscordChannel(channel(), window=EditWindow(), clock=clock) as dead:
+                dead.stream_started(span)
+                await dead.send_text("Let me ", reply_to=None)
+                dead.stop()  # the process dies: its editor makes no further request
+            async with DiscordChannel(channel(), window=EditWindow(), clock=clock) as port:
+                port.stream_started(span)
+                await port.send_text("Let me check ", reply_to=None)
+                await port.send_text("the card.", reply_to=None)
+                port.stream_ended(span)
+                for _ in range(10):
+                    await tick(clock)
+            posts = sum(1 for r in server.requests if r.method == "POST" and "content" in r.body)
+            return server.contents(channel().id), posts
+
+    contents, posts = run(main)
+    assert contents == ["Let me check the card."]
+    assert posts == 2  # asked twice, made once

@@ -33,7 +33,7 @@ log = logging.getLogger("toolloop")
 """Where a failure the host should hear of, and that never ends the turn, is logged."""
 
 
-@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class StreamRequest:
     """Everything one provider call needs: the turn, the loop's state and the tools."""
 
@@ -196,7 +196,7 @@ async def withdraw(
         log.exception("withdrawing the approval request of %s failed", request.tool)
 
 
-@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class StreamingContext:
     """The stream a tool call came from, live in the channel (SPEC 6 step 3).
 
@@ -214,7 +214,7 @@ class StreamingContext:
     """That text was kept out of the channel (a NovelAI retry)."""
 
 
-@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class ToolInvocation:
     """What a running tool gets from the interpreter, live: kill signal, notices, its stream."""
 

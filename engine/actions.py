@@ -38,7 +38,6 @@ from toolloop.engine.commands import (
     TakeStashedContext,
     WithdrawApproval,
 )
-from toolloop.engine.construct import constructor
 from toolloop.engine.draft import Draft
 from toolloop.engine.events import (
     ApprovalDecided,
@@ -73,12 +72,6 @@ Action = Callable[[Context, Draft, list[Effect]], None]
 _FUNCTION_CALL, _COMPLETED = StreamStatus.FUNCTION_CALL, StreamStatus.COMPLETED
 _STOPPED, _FOLLOW_UP, _INFO = StreamStatus.STOPPED_BY_USER, StopRequest.FOLLOW_UP, Level.INFO
 
-# Built on every tool iteration, so without attrs' costly call (see `construct`).
-_new_stream_once = constructor(StreamOnce)
-_new_dispatch_tool = constructor(DispatchTool)
-_new_pending_call = constructor(PendingCall)
-_new_log = constructor(Log)
-_new_count_tool_usage = constructor(CountToolUsage)
 
 # An effect without fields is a value: one instance of each serves every step.
 _RESET_FOLLOW_UPS = ResetFollowUpCount()
@@ -105,7 +98,7 @@ def begin_iteration(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
         effects.append(_notice(NoticeKey.STILL_WORKING, Level.WARNING, iteration))
     context = draft.context
     effects.append(
-        _new_stream_once(
+        StreamOnce(
             iteration=iteration,
             function_history=draft.function_history,
             accumulated_model_parts=draft.accumulated_model_parts,
@@ -248,14 +241,14 @@ def dispatch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
         draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
     )
     effects.append(
-        _new_dispatch_tool(
+        DispatchTool(
             call=tool_call.renamed(call, name),
             context=context,
             pre_tool_text=event.result.accumulated_text,
             text_suppressed=draft.suppress_text_output,
         )
     )
-    draft.pending = _new_pending_call(stream=event.result, name=name)
+    draft.pending = PendingCall(stream=event.result, name=name)
 
 
 def _start_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -264,7 +257,7 @@ def _start_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
         if call.refusal is not None:
             _REFUSAL_REPORTS[Refusal(call.refusal)](draft, call.call, call.call.name, effects)
     stream = _stream(ctx)
-    draft.pending = _new_pending_call(stream=stream, name=_name(ctx), batch=ctx.batch)
+    draft.pending = PendingCall(stream=stream, name=_name(ctx), batch=ctx.batch)
     for index, call in enumerate(ctx.batch):
         if call.waiting:  # they wait together (SPEC 6c)
             _ask(draft, index, effects)
@@ -314,7 +307,7 @@ def _start_ready(draft: Draft, effects: list[Effect]) -> None:
     if len(starting) == 1 and alone:
         index = starting[0]
         effects.append(
-            _new_dispatch_tool(
+            DispatchTool(
                 call=batch[index].call,
                 context=context,
                 index=index,
@@ -407,9 +400,9 @@ def report_settled(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     assert isinstance(event, ToolSettled) and name is not None and call is not None
     result, turn, iteration = event.result, draft.turn, draft.iteration
     message = f"Function call completed: {name} ({event.duration_ms} ms)"
-    effects.append(_new_log(level=_INFO, message=message))
+    effects.append(Log(level=_INFO, message=message))
     if result.success and not turn.direct_message:
-        effects.append(_new_count_tool_usage(name=name))
+        effects.append(CountToolUsage(name=name))
     if not result.success:
         reason = tool_call.failure_reason(result)
         effects.append(tool_call.failed_notice(iteration, call, name, reason, result.data))

@@ -31,7 +31,7 @@ class TurnStarted:
     """The interpreter is ready to run the attempt."""
 
 
-@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class StreamEnded:
     """The provider call of stage 01 ended with this result."""
 
@@ -51,7 +51,7 @@ class StreamEnded:
     only when set, so a trace without such a timeout reads as before."""
 
 
-@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class ToolSettled:
     """The registry's run of the tool ended (success, failure, timeout or kill)."""
 

@@ -22,7 +22,6 @@ from collections.abc import Callable, Hashable, Sequence
 import attrs
 
 from toolloop.engine.commands import Effect
-from toolloop.engine.construct import constructor
 from toolloop.engine.draft import Draft
 from toolloop.engine.events import Event
 from toolloop.engine.guards import CONTEXTS, Context
@@ -92,7 +91,7 @@ class Group:
         if dest is _FINISHED:
             ended(effects, row.move)
         draft.phase = dest
-        return _new_step(state=draft.commit(), effects=tuple(effects), move=row.move)
+        return Step(state=draft.commit(), effects=tuple(effects), move=row.move)
 
     def select(self, ctx: Context) -> Row:
         """The first row whose `when` facts all hold and whose `unless` facts do not."""
@@ -110,7 +109,6 @@ def _no_facts(ctx: Context) -> None:
 
 
 _FINISHED = Phase.FINISHED
-_new_step = constructor(Step)  # built on every event: see `construct`
 
 _GROUPS = {
     event: tuple((phase, Group(rows)) for phase, rows in pairs) for event, pairs in ROWS.items()

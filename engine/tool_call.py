@@ -9,7 +9,6 @@ from typing import Any
 import attrs
 
 from toolloop.engine.commands import Level, NoticeKey, SendNotice
-from toolloop.engine.construct import constructor
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, STICKER_TOOL, is_visible
 from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,
@@ -49,10 +48,6 @@ def renamed(call: FunctionCall, name: str) -> FunctionCall:
     return call if call.name == name else attrs.evolve(call, name=name)
 
 
-# Built on every tool iteration, so without attrs' costly call (see `construct`).
-_new_tool_context = constructor(ToolContext)
-_new_history_entry = constructor(ToolHistoryEntry)
-
 _MEMORY_UPDATED = frozenset({SHORT_TERM_MEMORY_TOOL})
 _ALL_AVAILABLE: frozenset[str] = frozenset()
 
@@ -61,7 +56,7 @@ def tool_context(
     turn: TurnSettings, iteration: int, memory_updated: bool, items: tuple[ContextItem, ...]
 ) -> ToolContext:
     """What the tool is told about its turn (step 3); `items`: the live context."""
-    return _new_tool_context(
+    return ToolContext(
         channel_id=turn.channel_id,
         user_id=turn.user_id,
         guild_id=turn.guild_id,
@@ -187,7 +182,7 @@ def history_entry(
 
     `same_turn`: a later call of a batch, made in the same reply as the entry before.
     """
-    return _new_history_entry(
+    return ToolHistoryEntry(
         function_call=renamed(call, name),
         function_response={"name": name, "response": {"result": response}},
         image_metadata=None if result is None else result.image_metadata,

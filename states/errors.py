@@ -15,7 +15,6 @@ under `toolloop.`; tests/states/test_errors.py keeps this drawing true)::
       BrokenInvariant (AssertionError)           states.errors
       JsonInputError (ValueError)                states.json_policy
       NonJsonConstant (ValueError)               states.json_policy
-      UnsupportedClass (TypeError)               engine.construct
       UnknownField (AttributeError)              engine.draft
       BadRow (ValueError)                        engine.table
       InvalidEvent (RuntimeError)                engine.step

@@ -19,15 +19,9 @@ from toolloop.effects.ports import (
 )
 from toolloop.engine import commands as fx
 from toolloop.engine import tool_call
-from toolloop.engine.construct import constructor
 from toolloop.engine.events import StopRequest, StreamEnded
 from toolloop.states import ProviderDescriptor, StreamError, StreamResult, StreamStatus
 from toolloop.states.loop_config import in_seconds
-
-# What every provider call builds, without attrs' call (`engine.construct`).
-_new_stream_request = constructor(StreamRequest)
-_new_stream_ended = constructor(StreamEnded)
-_new_stream_span = constructor(StreamSpan)
 
 
 class StreamStage(Announcer):
@@ -36,7 +30,7 @@ class StreamStage(Announcer):
     __slots__ = ()
 
     def _stream_once(self, effect: fx.StreamOnce) -> Awaitable[StreamEnded]:
-        span = _new_stream_span(
+        span = StreamSpan(
             attempt=self.attempt,
             iteration=effect.iteration,
             reply_to=self.reply_to,
@@ -58,7 +52,7 @@ class StreamStage(Announcer):
             first_chunk,
         )
         sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
-        request = _new_stream_request(
+        request = StreamRequest(
             turn=self.turn,
             once=effect,
             tools=self.registry.specs(self.provider.descriptor),
@@ -77,12 +71,12 @@ class StreamStage(Announcer):
             _log_failed_stream(self.provider.descriptor, sink.span, result)
         stop = self.control.pending_request()
         if sink.went_silent:  # the machine sends its notice (SPEC 5)
-            return _new_stream_ended(result=result, stop=stop, went_silent=True)
+            return StreamEnded(result=result, stop=stop, went_silent=True)
         approval = self._approval(result)
         if len(result.calls) < 2:
-            return _new_stream_ended(result=result, stop=stop, approval=approval)
+            return StreamEnded(result=result, stop=stop, approval=approval)
         exclusive = exclusive_flags(self.registry, result.calls)
-        return _new_stream_ended(result=result, stop=stop, exclusive=exclusive, approval=approval)
+        return StreamEnded(result=result, stop=stop, exclusive=exclusive, approval=approval)
 
     def _approval(self, result: StreamResult) -> tuple[bool, ...]:
         """The registry's answer for each call of the stream (`approvals_needed`)."""

@@ -10,15 +10,9 @@ from toolloop.effects.interpreter.calls import ToolRun, failure
 from toolloop.effects.notices import identity, progress_notice
 from toolloop.effects.ports import StreamingContext, ToolInvocation
 from toolloop.engine import commands as fx
-from toolloop.engine.construct import constructor
 from toolloop.engine.events import ToolSettled
 from toolloop.states import ToolContext, ToolResult
 from toolloop.states.loop_config import in_seconds
-
-# What every tool builds, without attrs' call (`engine.construct`).
-new_tool_invocation = constructor(ToolInvocation)
-_new_streaming_context = constructor(StreamingContext)
-_new_tool_settled = constructor(ToolSettled)
 
 
 class ToolStage(Announcer):
@@ -30,7 +24,7 @@ class ToolStage(Announcer):
         context = effect.context
         timeout_ms = self._timeout_ms(effect.call.name)
         call = ToolRun(effect, self._runner, self._alarm, timeout_ms)
-        invocation = new_tool_invocation(
+        invocation = ToolInvocation(
             killed=self._killed,
             notify=self._progress_notice(context, call),
             streaming=self._streaming_context(effect),
@@ -52,7 +46,7 @@ class ToolStage(Announcer):
 
     def _streaming_context(self, effect: fx.DispatchTool | fx.StartTool) -> StreamingContext:
         """The live stream the call came from (SPEC 6 step 3), as its effect carries it."""
-        return _new_streaming_context(
+        return StreamingContext(
             reply_to=self.reply_to,
             identity=identity(self.turn),
             pre_tool_text=effect.pre_tool_text,
@@ -62,7 +56,7 @@ class ToolStage(Announcer):
     def _tool_settled(self, run: ToolRun | Started, result: ToolResult) -> ToolSettled:
         """The event of a call's outcome, inline (`ToolRun`) or of a batch (`Started`)."""
         effect, descriptor = run.effect, self.provider.descriptor
-        return _new_tool_settled(
+        return ToolSettled(
             result=result,
             requires_follow_up=self.registry.requires_follow_up(
                 effect.call.name, descriptor, descriptor.server

@@ -47,7 +47,6 @@ from toolloop.effects.registry.signature import (
     takes_arguments_dict,
     typed_tool,
 )
-from toolloop.engine.construct import constructor
 from toolloop.states import (
     ApiFamily,
     FunctionCall,
@@ -95,7 +94,7 @@ class NotRegistered(ToolloopError, KeyError):
     """`unregister` was given a name no tool is registered under."""
 
 
-@attrs.frozen(kw_only=True, slots=False)  # built per call: see engine.construct
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class ToolCall:
     """What a tool function is told besides its arguments."""
 
@@ -126,12 +125,6 @@ TurnGate: TypeAlias = Callable[[ToolContext], bool]
 FollowUpRule: TypeAlias = Callable[[ProviderDescriptor, str | None], bool]
 ApprovalRule: TypeAlias = Callable[[JsonObject, ToolContext], bool]
 """Whether a call needs a person's approval, from its arguments and the turn (SPEC 6c)."""
-
-
-_new_tool_call = constructor(ToolCall)
-"""Built for every call the registry runs (`engine.construct`)."""
-_new_tool_result = constructor(ToolResult)
-"""Built for every tool that returns a dict."""
 
 
 @attrs.frozen(kw_only=True)
@@ -372,7 +365,7 @@ class ToolRegistry:
                 result = _failure(refusal)
             else:
                 ran = True
-                tool_call = _new_tool_call(name=call.name, context=context, invocation=invocation)
+                tool_call = ToolCall(name=call.name, context=context, invocation=invocation)
                 try:
                     result = await _run(tool, args, tool_call)
                 except ArgumentError as error:  # raised before the function was called
@@ -470,7 +463,7 @@ async def _run(tool: RegisteredTool, args: JsonObject, call: ToolCall) -> ToolRe
     if returned is None:
         return ToolResult(success=True)
     if isinstance(returned, dict):
-        returned = _new_tool_result(success=True, data=returned)
+        returned = ToolResult(success=True, data=returned)
     if not isinstance(returned, ToolResult):
         kind = type(returned).__name__
         return _failure(

@@ -7,10 +7,9 @@ iteration for each and their ratio, from the best of alternating rounds.
 
 In the same rounds: each of the two steps of an iteration alone (`StreamEnded`
 while streaming, which dispatches the call; `ToolSettled` while dispatching, a
-success that starts the next iteration); the chain with every value built by
-its attrs class, as before `toolloop.engine.construct`; and what keeping the
-draft honest costs (issue 13, item 4), the table run with each way of
-building the next state: the `Draft` as shipped (a misspelt field refused at
+success that starts the next iteration); and what keeping the draft honest
+costs (issue 13, item 4), the table run with each way of building the next
+state: the `Draft` as shipped (a misspelt field refused at
 commit, one `len` per event), the same draft unchecked (as before the check),
 a draft checking every write in `__setattr__`, and no draft at all (each write
 an `attrs.evolve` of the state, which refuses an unknown field itself).
@@ -25,8 +24,6 @@ from typing import Any
 
 import attrs
 
-from toolloop import states
-from toolloop.engine import actions, commands, tool_call
 from toolloop.engine.commands import DispatchTool, Finish, StreamOnce
 from toolloop.engine.draft import FIELDS, Draft, UnknownField
 from toolloop.engine.events import Event, StreamEnded, ToolSettled, TurnStarted
@@ -84,34 +81,6 @@ def one_kind(event: Event) -> Callable[[], int]:
         return ITERATIONS
 
     return steps
-
-
-def built_by_attrs() -> Callable[[], int]:
-    """`through_step` with every value built by calling its class, as before `construct`.
-
-    The engine's constructors (`constructor(Log)` and the like, module names of
-    `actions`, `tool_call` and `step`) are swapped for their classes while it runs.
-    """
-    classes = {**vars(commands), **vars(states), "Step": Step}
-    swapped = {
-        (module, name): classes[value.__name__]
-        for module in (actions, tool_call, step_module)
-        for name, value in vars(module).items()
-        if getattr(value, "__qualname__", "").startswith("constructor(")
-    }
-    assert swapped, "the engine builds no value with a constructor any more"
-
-    def chain() -> int:
-        originals = {key: getattr(*key) for key in swapped}
-        for (module, name), cls in swapped.items():
-            setattr(module, name, cls)
-        try:
-            return through_step()
-        finally:
-            for (module, name), value in originals.items():
-                setattr(module, name, value)
-
-    return chain
 
 
 def hand_written() -> int:
@@ -235,20 +204,16 @@ def main() -> None:
         hand_written,
         one_kind(StreamEnded(result=CALL)),
         one_kind(ToolSettled(result=RESULT)),
-        built_by_attrs(),
         step_with(UncheckedDraft),
         step_with(WriteCheckedDraft),
         step_with(Evolving),
     )
-    engine, baseline, ended, settled, by_attrs, unchecked, per_write, evolving = (
-        best_of_interleaved(sides)
-    )
+    engine, baseline, ended, settled, unchecked, per_write, evolving = best_of_interleaved(sides)
     print(f"step, 100-iteration tool chain: {engine:.2f} µs/iteration (CPU time)")
     print(f"hand-written loop, same chain: {baseline:.2f} µs/iteration (CPU time)")
     print(f"ratio step / hand-written: {engine / baseline:.1f}x")
     print(f"step, StreamEnded while streaming (dispatches): {ended:.2f} µs/step")
     print(f"step, ToolSettled while dispatching (succeeded): {settled:.2f} µs/step")
-    print(f"step, values built by their attrs classes (no construct): {by_attrs:.2f} µs/iteration")
     print(f"step, draft checked at commit (shipped): {engine:.2f} µs/iteration")
     print(f"step, draft unchecked (before item 4): {unchecked:.2f} µs/iteration")
     print(f"step, draft checking each write (__setattr__): {per_write:.2f} µs/iteration")

@@ -7,6 +7,7 @@ guards, and list the actions each move runs, in order. `step` sets the phase
 the row names and builds the next state once per event.
 """
 
+import functools
 from collections.abc import Callable
 
 import attrs
@@ -131,6 +132,12 @@ def finish(
 def finish_with_sticker(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """Finish `completed` with the text already delivered and the selected sticker."""
     finish(draft, TurnStatus.COMPLETED, effects, draft.selected_sticker)
+
+
+@functools.lru_cache(maxsize=256)
+def _count_usage(name: str) -> CountToolUsage:
+    """The effect counting a use of tool `name`: a value, so one per name serves every step."""
+    return CountToolUsage(name=name)
 
 
 def _notice(key: NoticeKey, level: Level, iteration: int) -> SendNotice:
@@ -402,7 +409,7 @@ def report_settled(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     message = f"Function call completed: {name} ({event.duration_ms} ms)"
     effects.append(Log(level=_INFO, message=message))
     if result.success and not turn.direct_message:
-        effects.append(CountToolUsage(name=name))
+        effects.append(_count_usage(name))
     if not result.success:
         reason = tool_call.failure_reason(result)
         effects.append(tool_call.failed_notice(iteration, call, name, reason, result.data))

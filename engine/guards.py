@@ -16,7 +16,7 @@ both kinds of outcome: a call that stage 02 refused when the stream ended
 """
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -126,7 +126,7 @@ class Context:
     error_cap_reached: bool = False
     """This outcome makes `MAX_CONSECUTIVE_TOOL_ERRORS` in a row (SPEC 4, history step 1)."""
     under_impersonation: bool = False
-    """The turn of a counted outcome speaks as the user: the error loop raises instead."""
+    """The turn of a failure speaks as the user: the error loop raises instead."""
     end_turn_requested: bool = False
     """The tool asked to end the turn (honoured on a failure too, after the cap check)."""
     novelai_text: bool = False
@@ -147,15 +147,24 @@ class Context:
     def __init__(self, state: IterationState, event: Event) -> None:
         self.state, self.event = state, event
 
-    def _outcome(self, state: IterationState, successes: list[bool]) -> None:
+    def _outcome(self, state: IterationState, successes: Sequence[bool]) -> None:
         """The facts and counts of an outcome kept in history: one call's, or a whole batch's.
 
         Its entries count in the model's order: a success resets both counters,
         a failure adds one error, and the cap is reached if the count reaches it
         after any entry; then a NovelAI failure after visible text counts once
         (SPEC 4, history steps 1 and 3; 6b item 6). Each count is made here,
-        once: the guards compare it with its cap, the actions write it.
+        once: the guards compare it with its cap, the actions write it. When
+        every entry succeeded both counts are 0, the class defaults, and the
+        facts of a failure stay False: the usual outcome counts nothing.
         """
+        text = self.pre_tool_text
+        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
+        self.ceiling_reached = _next_reaches_ceiling(state)
+        if all(successes):
+            self.tool_succeeded = True
+            return
+        self.outcome_failed = True
         config = state.config
         errors, novelai_failures = (
             state.consecutive_tool_errors,
@@ -171,18 +180,11 @@ class Context:
         self.errors, self.error_cap_reached = errors, capped
         self.novelai_failures_kept = novelai_failures
         self.under_impersonation = state.turn.user_impersonation
-        text = self.pre_tool_text
-        self.novelai_text = novelai = is_novelai(state.turn.provider) and is_visible(text)
-        if all(successes):
-            self.tool_succeeded = True
-        else:
-            self.outcome_failed = True
-            if novelai:
-                self.novelai_failure_after_text = True
-                self.novelai_failures = novelai_failures = novelai_failures + 1
-                threshold = config.nai_tool_failure_retry_threshold
-                self.novelai_retries_exhausted = novelai_failures >= threshold
-        self.ceiling_reached = _next_reaches_ceiling(state)
+        if novelai:
+            self.novelai_failure_after_text = True
+            self.novelai_failures = novelai_failures = novelai_failures + 1
+            threshold = config.nai_tool_failure_retry_threshold
+            self.novelai_retries_exhausted = novelai_failures >= threshold
 
     def _batch_done(self, state: IterationState, batch: tuple[BatchCall, ...]) -> None:
         """The facts of a batch whose every call is done (SPEC 6b item 6).
@@ -243,7 +245,7 @@ class StreamEndedContext(Context):
             self.stream_stopped = status is StreamStatus.STOPPED_BY_USER
             self.stream_interrupted = status is StreamStatus.FOLLOW_UP_INTERRUPT
             return
-        if len(stream.calls) > 1 or any(event.approval):
+        if len(stream.calls) > 1 or True in event.approval:
             self._batch(state, event, stream)  # a call that needs approval waits as one
             return
         self.name = name = tool_call.valid_name(stream)
@@ -259,7 +261,7 @@ class StreamEndedContext(Context):
             self.refusal = Refusal.BLOCKED
         self.call_refused = refused = self.refusal is not None
         self.pre_tool_text = stream.accumulated_text
-        self._outcome(state, [not refused])
+        self._outcome(state, (not refused,))
 
     def _batch(self, state: IterationState, event: StreamEnded, stream: StreamResult) -> None:
         """A batch's facts: malformed if any call is; refused if every call is (SPEC 6b 1-2)."""
@@ -324,7 +326,7 @@ class ToolSettledContext(Context):
                 self.has_stash_key = restart.pending_context_key(result.data) is not None
             provider, follow_up = state.turn.provider, event.requires_follow_up
             self.exit_policy_ends = should_end_after_pre_tool_text(provider, name, follow_up, text)
-        self._outcome(state, [result.success])
+        self._outcome(state, (result.success,))
 
     def _batch(
         self, state: IterationState, event: ToolSettled, batch: tuple[BatchCall, ...]

@@ -67,7 +67,8 @@ class StreamStage(Announcer):
         return self._call(sink, stream, self._stream_ended)
 
     def _stream_ended(self, sink: Sink, result: StreamResult) -> StreamEnded:
-        if result.status in _FAILED:
+        status = result.status
+        if status is StreamStatus.ERROR or status is StreamStatus.TIMEOUT:
             _log_failed_stream(self.provider.descriptor, sink.span, result)
         stop = self.control.pending_request()
         if sink.went_silent:  # the machine sends its notice (SPEC 5)
@@ -133,9 +134,6 @@ def channel_failed(text: str, failure: Exception) -> StreamResult:
         retryable=False,
     )
     return StreamResult(status=StreamStatus.ERROR, accumulated_text=text, data=error)
-
-
-_FAILED = frozenset({StreamStatus.ERROR, StreamStatus.TIMEOUT})
 
 
 def _log_failed_stream(

@@ -39,11 +39,12 @@ def closing_on_signals(bot: ToolloopBot) -> Iterator[None]:
             signal.signal(number, signal.SIG_DFL)
             os.kill(os.getpid(), number)
             return
-        turns = bot.turns.running()
+        running = bot.turns.running()
+        turns = f"{running} running turn{'' if running == 1 else 's'}"
         if bot.journal is not None:
-            then = f"suspending {turns} running turns to the journal"
+            then = f"suspending {turns} to the journal"
         else:
-            then = f"stopping {turns} running turns within {bot.settings.shutdown_grace_seconds} s"
+            then = f"stopping {turns} within {bot.settings.shutdown_grace_seconds} s"
         log.info("%s: taking no new messages, %s, then closing", number.name, then)
         closing.append(loop.create_task(bot.close()))
 

@@ -190,7 +190,7 @@ class TurnManager:
         with anyio.move_on_after(grace) as waited:
             await self.wait_idle()
         if waited.cancelled_caught:
-            log.warning("%d turns did not end within %s s: cancelled", self.running(), grace)
+            log.warning("turns still running after %s s, cancelled: %d", grace, self.running())
             await self._cancel_running()
 
     async def suspend(self) -> None:

@@ -116,8 +116,7 @@ def test_sigterm_without_a_journal_stops_the_reply_marked_and_exits_0(
     assert code == 0
     assert contents == ["Let me check\n-# stopped: the bot shut down"]
     assert (
-        "SIGTERM: taking no new messages, stopping 1 running turns within 8.0 s, then closing"
-        in log
+        "SIGTERM: taking no new messages, stopping 1 running turn within 8.0 s, then closing" in log
     )
     assert server.requests[0].client_left.is_set()
     assert len(server.requests) == 1
@@ -149,7 +148,7 @@ def test_sigterm_with_a_journal_leaves_the_turn_to_the_next_start(
     codes, log, suspended, contents, created = run(main)
     assert codes == [0, 0]
     assert (
-        "SIGTERM: taking no new messages, suspending 1 running turns to the journal, then closing"
+        "SIGTERM: taking no new messages, suspending 1 running turn to the journal, then closing"
         in log
     )
     assert suspended == ["Let me check"]
@@ -198,6 +197,6 @@ def test_a_shutdown_past_its_grace_time_cancels_the_turn_and_exits_0(
     code, log = run(main)
     assert code == 0
     assert (
-        "SIGINT: taking no new messages, stopping 1 running turns within 0.0 s, then closing" in log
+        "SIGINT: taking no new messages, stopping 1 running turn within 0.0 s, then closing" in log
     )
-    assert "1 turns did not end within 0.0 s: cancelled" in log
+    assert "turns still running after 0.0 s, cancelled: 1" in log

@@ -5,6 +5,10 @@ effects so far, and only builds: it writes the draft and appends effects. It
 never chooses the move; the rows of `toolloop.engine.table` do, by their
 guards, and list the actions each move runs, in order. `step` sets the phase
 the row names and builds the next state once per event.
+
+Every function a row may name is here, and only here (the table checks it);
+how an outcome becomes its history entries, which several actions share, is
+`toolloop.engine.history`.
 """
 
 import functools
@@ -13,7 +17,7 @@ from collections.abc import Callable
 import attrs
 
 from toolloop.engine import batch as batches
-from toolloop.engine import restart, tool_call
+from toolloop.engine import history, restart, tool_call
 from toolloop.engine.commands import (
     AskApproval,
     AwaitTools,
@@ -52,15 +56,11 @@ from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, is_visible
 from toolloop.engine.result import build_result
 from toolloop.states import (
     SOFT_WARN_ITERATION_THRESHOLD,
-    BatchCall,
     FunctionCall,
-    JsonObject,
     PendingCall,
     Sticker,
     StreamResult,
     StreamStatus,
-    ToolHistoryEntry,
-    ToolResult,
     TurnStatus,
 )
 from toolloop.states.loop_config import in_seconds
@@ -262,7 +262,9 @@ def _start_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """A batch: each refused call is reported, then the first calls start (SPEC 6b 2-3)."""
     for call in ctx.batch:
         if call.refusal is not None:
-            _REFUSAL_REPORTS[Refusal(call.refusal)](draft, call.call, call.call.name, effects)
+            history.REFUSAL_REPORTS[Refusal(call.refusal)](
+                draft, call.call, call.call.name, effects
+            )
     stream = _stream(ctx)
     draft.pending = PendingCall(stream=stream, name=_name(ctx), batch=ctx.batch)
     for index, call in enumerate(ctx.batch):
@@ -344,56 +346,15 @@ def keep_refusal(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     stream = _stream(ctx)
     if ctx.batch:
         for refused in ctx.batch:
-            report = _REFUSAL_REPORTS[Refusal(refused.refusal)]
+            report = history.REFUSAL_REPORTS[Refusal(refused.refusal)]
             report(draft, refused.call, refused.call.name, effects)
-        _keep_batch(draft, stream, ctx.batch)
+        history.keep_batch(draft, stream, ctx.batch)
     else:
         assert ctx.refusal is not None, "only the rows of a refused call keep a refusal"
         call, name = _call(ctx), _name(ctx)
-        _REFUSAL_REPORTS[ctx.refusal](draft, call, name, effects)
-        _keep_refused(draft, ctx.refusal, call, name, _pre_tool_text(draft, stream))
-    _count(ctx, draft)
-
-
-def _report_truncated(draft: Draft, call: FunctionCall, name: str, effects: list[Effect]) -> None:
-    """A truncated call never runs: logged as an error, noticed as failed (SPEC 6.4)."""
-    message = f"Tool call arguments truncated by the provider: {name}"
-    effects.append(Log(level=Level.ERROR, message=message))
-    reason = tool_call.TRUNCATED_REASON
-    effects.append(tool_call.failed_notice(draft.iteration, call, name, reason, None))
-
-
-def _report_blocked(draft: Draft, call: FunctionCall, name: str, effects: list[Effect]) -> None:
-    """A tool outside the deliberate-mode allowlist never runs: a warning, a failed notice."""
-    reason = tool_call.blocked_response(draft.turn, name)["reason"]
-    message = f"Tool blocked by deliberate tool mode: {name}"
-    effects.append(Log(level=Level.WARNING, message=message))
-    effects.append(tool_call.failed_notice(draft.iteration, call, name, reason, None))
-
-
-_REFUSAL_REPORTS = {Refusal.TRUNCATED: _report_truncated, Refusal.BLOCKED: _report_blocked}
-
-
-def _keep_refused(
-    draft: Draft,
-    refusal: Refusal,
-    call: FunctionCall,
-    name: str,
-    text: tuple[JsonObject, ...] | None,
-    same_turn: bool = False,
-) -> None:
-    """A refused call's failure in history: the model is asked to reissue a truncated call
-    whole (without the arguments it never finished), or told which tools it may use."""
-    if refusal is Refusal.TRUNCATED:
-        response = tool_call.truncated_response(name)
-        cut = attrs.evolve(call, args=None)
-        entry = tool_call.history_entry(cut, name, response, None, text, same_turn)
-    else:
-        response = tool_call.blocked_response(draft.turn, name)
-        entry = tool_call.history_entry(call, name, response, None, text, same_turn)
-        if tool_call.is_sticker_tool(name):
-            draft.selected_sticker = None
-    _keep(draft, entry)
+        history.REFUSAL_REPORTS[ctx.refusal](draft, call, name, effects)
+        history.keep_refused(draft, ctx.refusal, call, name, history.entry_text(draft, stream))
+    history.count_outcome(ctx, draft)
 
 
 def abort_stopped(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -426,63 +387,12 @@ def keep_result(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     assert result is not None and name is not None and call is not None
     assert draft.pending is not None, "DISPATCHING always holds the call"
     if ctx.batch:
-        _keep_batch(draft, draft.pending.stream, ctx.batch)
+        history.keep_batch(draft, draft.pending.stream, ctx.batch)
     else:
         response = tool_call.response_for(name, result)
-        text = _pre_tool_text(draft, draft.pending.stream)
-        _keep_settled(draft, call, name, result, response, text)
-    _count(ctx, draft)
-
-
-def _keep_settled(
-    draft: Draft,
-    call: FunctionCall,
-    name: str,
-    result: ToolResult,
-    response: object,
-    text: tuple[JsonObject, ...] | None,
-    same_turn: bool = False,
-) -> None:
-    """A settled call's entry, with what its result sets for the turn (SPEC 6.12-6.15)."""
-    if result.success and name == SHORT_TERM_MEMORY_TOOL:
-        draft.short_term_memory_updated = True
-    if tool_call.is_sticker_tool(name):
-        draft.selected_sticker = tool_call.resolve_sticker(draft.turn, result)
-    if result.success and result.response_delivered:
-        draft.tool_response_delivered = True
-    entry = tool_call.history_entry(call, name, response, result, text, same_turn)
-    _keep(draft, entry)
-
-
-def _keep_batch(draft: Draft, stream: StreamResult, batch: tuple[BatchCall, ...]) -> None:
-    """One entry per call of the batch, in the model's order, counted in that order.
-
-    The pre-tool text belongs to the first entry (SPEC 6b item 5); the sticker is the
-    last selection in that order. A call that asked for a restart answers that its
-    context was restarted (6b item 7, see `tool_call.restarted_response`).
-    """
-    text = _pre_tool_text(draft, stream)
-    for position, batched in enumerate(batch):
-        call, name, result = batched.call, batched.call.name, batched.result
-        owned = text if position == 0 else None
-        if result is None:
-            assert batched.refusal is not None, "a batch is kept once every call is done"
-            refusal = Refusal(batched.refusal)
-            if refusal is Refusal.DENIED:
-                assert batched.denial is not None, "a denied call keeps its reason"
-                response = tool_call.denied_response(name, batched.denial)
-                entry = tool_call.history_entry(call, name, response, None, owned, position > 0)
-                _keep(draft, entry)
-                continue
-            _keep_refused(draft, refusal, call, name, owned, position > 0)
-            continue
-        kind = restart.restart_type(result.data) if result.success else None
-        response = (
-            tool_call.response_for(name, result)
-            if kind is None
-            else tool_call.restarted_response(kind)
-        )
-        _keep_settled(draft, call, name, result, response, owned, position > 0)
+        text = history.entry_text(draft, draft.pending.stream)
+        history.keep_settled(draft, call, name, result, response, text)
+    history.count_outcome(ctx, draft)
 
 
 # -- approval (SPEC 6c) -------------------------------------------------------------------
@@ -577,18 +487,6 @@ def _reset_counters(draft: Draft) -> None:
 # -- the history branch of the coordinator -------------------------------------------------
 
 
-def _keep(draft: Draft, entry: ToolHistoryEntry) -> None:
-    """Keep the entry in history (SPEC 4, history); `_count` counts the outcome."""
-    draft.function_history = (*draft.function_history, entry)
-    draft.accumulated_model_parts = ()
-
-
-def _count(ctx: Context, draft: Draft) -> None:
-    """The outcome's entries counted (SPEC 4, history step 1): the counts the context made."""
-    draft.consecutive_tool_errors = ctx.errors
-    draft.nai_consecutive_tool_failures = ctx.novelai_failures_kept
-
-
 def raise_impersonation(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     """Too many failures while speaking as the user: the attempt raises instead."""
     count = _failures_in_a_row(draft)
@@ -643,17 +541,6 @@ def _suppress_text(draft: Draft, suppressed: bool, effects: list[Effect]) -> Non
     if draft.suppress_text_output != suppressed:
         effects.append(SetTextSuppression(suppressed=suppressed))
         draft.suppress_text_output = suppressed
-
-
-def _pre_tool_text(draft: Draft, stream: StreamResult) -> tuple[JsonObject, ...] | None:
-    """The entry's pre-tool text: the restarted streams' text, then this stream's (step 15).
-
-    The accumulated parts end with this stream's own, appended when it arrived;
-    the ones before them are the restarted streams'.
-    """
-    parts: tuple[JsonObject, ...] = draft.accumulated_model_parts
-    restarted = parts[: len(parts) - len(stream.model_parts)]
-    return tool_call.pre_tool_text(restarted, stream.accumulated_text)
 
 
 # -- what the event carries ----------------------------------------------------------------

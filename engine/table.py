@@ -61,8 +61,8 @@ Read with the rows:
 * One choice is made by data, not by a row: a refused call is reported and
   kept by its `guards.Refusal` (truncated: an error log and the request to
   reissue the call whole; blocked: a warning and the tools it may use; denied:
-  the person's reason), through `actions._REFUSAL_REPORTS` and
-  `actions._keep_refused`. The rows are the same for each refusal.
+  the person's reason), through `REFUSAL_REPORTS` and `keep_refused` of
+  `toolloop.engine.history`. The rows are the same for each refusal.
 """
 
 import enum

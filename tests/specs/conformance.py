@@ -1,7 +1,8 @@
 """Checks driven runs against the declared machine, and records which moves they took.
 
-`TAKEN` collects every (source, move) any check saw in this test session; the
-terminal summary (see `conftest.py`) lists the declared moves it never saw.
+`TAKEN` collects every row (its name: declared moves are rows, several rows
+may report one move) any check saw taken in this test session; the terminal
+summary (see `conftest.py`) lists the declared rows it never saw.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from tests.engine.drive import Run
 from toolloop.engine.events import Event
 from toolloop.engine.trace import Trace, TraceStep
 from toolloop.specs.machine import MACHINE, build_machine
-from toolloop.states import IterationState, Phase
+from toolloop.states import IterationState
 
 EXECUTABLE = build_machine()
-TAKEN: Counter[tuple[Phase, str]] = Counter()
+TAKEN: Counter[str] = Counter()
 #: One step of a run: the state before, the event, the move `step` named, the state after.
 Stepped = tuple[IterationState, Event, str, IterationState]
 
@@ -25,17 +26,25 @@ def violations(steps: Sequence[Stepped]) -> list[str]:
     """Every step that is not the declared move its guards select, as a sentence."""
     found: list[str] = []
     for index, (before, event, move, after) in enumerate(steps):
-        TAKEN[(before.phase, move)] += 1
         problem = EXECUTABLE.violation(before, event, move, after.phase)
         if problem is not None:
             found.append(f"step {index}: {problem}")
+            continue
+        TAKEN[row_taken(before, event)] += 1
     return found
 
 
-def never_taken(taken: Iterable[tuple[Phase, str]]) -> list[str]:
-    """The declared moves not in `taken`, named `label from source`."""
+def row_taken(before: IterationState, event: Event) -> str:
+    """The name of the declared move (the row) `event` selects in `before`."""
+    declared = EXECUTABLE.predict(before, event)
+    assert declared is not None, "a conforming step is a declared move"
+    return declared.name
+
+
+def never_taken(taken: Iterable[str]) -> list[str]:
+    """The declared moves (rows) whose names are not in `taken`, named `label from source`."""
     seen = set(taken)
-    return [m.where for m in MACHINE.moves if (m.source, m.label) not in seen]
+    return [m.where for m in MACHINE.moves if m.name not in seen]
 
 
 def trace_of(run: Run) -> Trace:

@@ -8,9 +8,9 @@ from tests.specs.conformance import TAKEN, never_taken
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """List the declared moves never taken, when any conformance check ran."""
+    """List the declared moves (by row) never taken, when any conformance check ran."""
     if not TAKEN:
         return
     missing = never_taken(TAKEN)
     terminalreporter.section("declared moves never taken")
-    terminalreporter.write_line(", ".join(missing) if missing else "none: every move was taken")
+    terminalreporter.write_line(", ".join(missing) if missing else "none: every row was taken")

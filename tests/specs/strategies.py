@@ -213,4 +213,11 @@ RARE_WAITING: tuple[Run, ...] = (
         )
         for threshold in (1, 2)
     ),
+    drive(  # denied after text on the last iteration: the ceiling row of a NovelAI failure
+        [_DENIED_AFTER_TEXT],
+        approval_tools=frozenset({"web_search"}),
+        decisions=["deny"],
+        turn=_NOVELAI,
+        config=LoopConfig(max_function_call_iterations=1),
+    ),
 )

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 
 from tests.engine.builders import call, done
 from tests.engine.drive import Run
-from tests.specs.conformance import EXECUTABLE, Stepped, never_taken, violations
+from tests.specs.conformance import EXECUTABLE, Stepped, never_taken, row_taken, violations
 from tests.specs.strategies import RARE_WAITING, approval_attempts, attempts, every_attempt
 from toolloop.engine.events import StreamEnded, TurnStarted
 from toolloop.engine.step import initial_state
@@ -27,25 +27,29 @@ def test_every_step_is_a_declared_move_whose_guards_select_it(run: Run) -> None:
     assert violations(stepped(run)) == []
 
 
-def test_generated_runs_take_every_declared_move() -> None:
+def test_generated_runs_take_every_declared_row() -> None:
     """Coverage: a fixed sample of generated runs (and the hand-made `RARE_WAITING` runs)
-    takes every declared move at least once."""
-    taken: set[tuple[Phase, str]] = set()
+    takes every declared move at least once, each by every row that reports it (the
+    declaration selects the row: `stream_failed:silent` as well as `stream_failed`)."""
+    taken: set[str] = set()
+
+    def take_rows(run: Run) -> None:
+        taken.update(row_taken(before, event) for before, event, _, _ in stepped(run))
 
     @given(run=attempts)
     @settings(max_examples=1000, derandomize=True, database=None)
     def take(run: Run) -> None:
-        taken.update((before.phase, move) for before, _, move, _ in stepped(run))
+        take_rows(run)
 
     @given(run=approval_attempts)
     @settings(max_examples=1500, derandomize=True, database=None)
     def take_waiting(run: Run) -> None:
-        taken.update((before.phase, move) for before, _, move, _ in stepped(run))
+        take_rows(run)
 
     take()
     take_waiting()
     for run in RARE_WAITING:  # hand-made: a denial last after a restart, an end_turn, NovelAI
-        taken.update((before.phase, move) for before, _, move, _ in stepped(run))
+        take_rows(run)
     assert never_taken(taken) == []
 
 

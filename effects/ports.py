@@ -250,6 +250,10 @@ class StreamSpan:
     """The message the stream's text replies to; None for scene turns."""
     suppressed: bool = False
     """The stream's text is suppressed (NovelAI retry): nothing of it reaches `send_text`."""
+    turn: str | None = None
+    """The turn's name in every process (a Temporal workflow's id), when the host has one:
+    with the attempt and iteration it names the stream to a channel that recalls what it
+    took (`toolloop.durable.RecallingChannel`)."""
 
 
 class Channel(Protocol):

@@ -88,7 +88,7 @@ FACADES = {
     "toolloop.durable": {
         *("Journal", "JournaledTurn", "TurnPorts", "run_journaled", "resume", "resume_turn"),
         *("JournalError", "TurnInProgress", "ReplayError", "STALE_AFTER_S"),
-        *("HeldMessage", "HeldReport", "HoldingChannel"),
+        *("HeldMessage", "HeldReport", "HoldingChannel", "RecallingChannel"),
     },
     "toolloop.temporal": {
         *("TurnInput", "TurnWorkflow", "TurnActivities", "Ports", "Decision", "Waiting"),

@@ -7,7 +7,8 @@ unfinished and carries each on from its last event:
 
 * a stream in flight is made again; the text the channel already shows is not
   sent again (the new stream's text is matched against it, and only what goes
-  beyond it, or differs from it, is delivered); a channel that reports the
+  beyond it, or differs from it, is delivered); a channel that recalls what it
+  took (`RecallingChannel`) is asked what that is; a channel that reports the
   messages holding each stream (`HoldingChannel`, Discord's) continues the
   same message, and first shows any text it had accepted but not yet shown;
 * a tool call in flight runs again only when its tool is registered
@@ -116,6 +117,19 @@ class HoldingChannel(Protocol):
         ...
 
 
+@runtime_checkable
+class RecallingChannel(Protocol):
+    """A channel that can say, from any process, what text it took of a stream (named by its
+    `StreamSpan.turn`, attempt and iteration). A stream made again after a crash (the
+    journal) or a lost worker (Temporal) goes on after exactly that, so a piece the
+    channel took just before the process died is not shown twice (neither the journal's
+    commit nor a heartbeat may have carried it)."""
+
+    async def taken(self, stream: StreamSpan) -> str:
+        """The text this channel took of `stream` so far, in order ("" for a new stream)."""
+        ...
+
+
 async def run_journaled(
     journal: Journal, key: str, *, turn: TurnSettings, config: LoopConfig, ports: TurnPorts
 ) -> GenerationTurnResult:
@@ -211,6 +225,7 @@ async def _run(
     in_flight = len(events) - 1 if where.streaming else None
     if in_flight is not None:
         channel.shown = journaled.delivered.get(in_flight, "")
+        channel.recall = isinstance(ports.channel, RecallingChannel)
     if isinstance(ports.channel, HoldingChannel):
         ports.channel.report_held(channel.held)
         channel.shown = await _restore(ports.channel, journaled, in_flight) or channel.shown
@@ -285,25 +300,38 @@ class _Recorder:
 class _JournaledChannel:
     """The host's channel, with each piece of text it accepted journaled after it.
 
-    `shown`: text a stream in flight at the crash delivered, which the channel
-    still shows; the stream made again skips as much of its text as matches it.
+    Each stream reaches the host's channel named by the turn's key (`StreamSpan.turn`).
+    `shown`: text a stream in flight at the crash delivered, which the channel still
+    shows; the stream made again skips as much of its text as matches it.
     """
 
     inner: Channel
     recorder: _Recorder
     shown: str = ""
+    recall: bool = False
+    """The first stream is the one in flight at the crash, and the host's channel recalls
+    what it took of it (`RecallingChannel`): that, not the journal's `shown`, is skipped."""
     streams: dict[Hashable, int] = attrs.field(factory=dict)
     """Each stream of this attempt or restored from the earlier one: the event it answers."""
+    named: dict[StreamSpan, StreamSpan] = attrs.field(factory=dict)
+    """Each open stream of the loop, as the host's channel knows it: named by the turn."""
 
     def stream_started(self, stream: StreamSpan) -> None:
-        self.streams[stream] = self.recorder.count - 1
-        self.inner.stream_started(stream)
+        named = stream if stream.turn else attrs.evolve(stream, turn=self.recorder.key)
+        self.named[stream] = named
+        self.streams[named] = self.recorder.count - 1
+        self.inner.stream_started(named)
 
     def stream_ended(self, stream: StreamSpan) -> None:
-        self.shown = ""  # only the first stream of a resumed attempt repeats text
-        self.inner.stream_ended(stream)
+        # Only the first stream of a resumed attempt repeats text.
+        self.shown, self.recall = "", False
+        self.inner.stream_ended(self.named.pop(stream, stream))
 
     async def send_text(self, text: str, *, reply_to: str | None) -> None:
+        if self.recall and isinstance(self.inner, RecallingChannel):
+            self.recall = False
+            [stream] = self.named.values()
+            self.shown = await self.inner.taken(stream)
         if self.shown:
             self.shown, text = unshown(self.shown, text)
             if not text:

@@ -15,7 +15,11 @@ here, where the call runs:
   heartbeat timeout, `TurnInput.worker_lost_s`, then fires only when the worker
   itself is gone;
 * a call run again after its worker was lost runs only when its tool is
-  idempotent (`toolloop.durable`'s rule).
+  idempotent (`toolloop.durable`'s rule);
+* a stream's text is named to the channel by the workflow's id, so a channel
+  that recalls what it took (`RecallingChannel`) tells a stream made again
+  where to go on, the piece it took just before a worker died included;
+  another channel has the last heartbeat's text, which may lack that piece.
 """
 
 from __future__ import annotations
@@ -28,7 +32,13 @@ from typing import TypeVar
 import anyio
 from temporalio import activity
 
-from toolloop.effects.durable.resume import TurnPorts, interrupted, runs_again, unshown
+from toolloop.effects.durable.resume import (
+    RecallingChannel,
+    TurnPorts,
+    interrupted,
+    runs_again,
+    unshown,
+)
 from toolloop.effects.interpreter.stream import channel_failed, silent
 from toolloop.effects.notices import NoticeCatalog, identity, progress_notice, render_notice
 from toolloop.effects.ports import (
@@ -91,8 +101,12 @@ class TurnActivities:
             iteration=once.iteration,
             reply_to=ports.reply_to,
             suppressed=once.suppress_text_output,
+            turn=activity.info().workflow_id,
         )
-        sink = _Sink(ports, span, given.shown, given.config)
+        shown = given.shown
+        if isinstance(ports.channel, RecallingChannel):
+            shown = await ports.channel.taken(span)
+        sink = _Sink(ports, span, shown, given.config)
         request = StreamRequest(
             turn=given.turn,
             once=once,

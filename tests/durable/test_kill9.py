@@ -16,6 +16,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from tests.durable.bot import DIE_AFTER
 from tests.openai_server import OpenAIServer, text_reply, tool_call_reply
 
 #: A hang guard for each wait on the bot, never a timing assertion.
@@ -60,6 +63,27 @@ def test_kill_9_in_the_middle_of_a_streamed_reply(tmp_path: Path, server: OpenAI
     wait_for(tmp_path / "committed.jsonl", 2)
     assert lines(tmp_path / "channel.jsonl") == ["Let me ", "check "]
     kill_9(bot)
+    outcome = restart_to_the_end(tmp_path, server)
+    assert "status=<TurnStatus.COMPLETED" in outcome
+    assert "".join(lines(tmp_path / "channel.jsonl")) == "Let me check the card."
+    assert len(server.requests) == 2
+
+
+def test_kill_9_right_after_the_channel_took_a_piece_shows_that_piece_once(
+    tmp_path: Path, server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bot dies (SIGKILL, by itself) the instant its channel took "check ", before the
+    journal committed it: the restart asks the channel what it took of the stream (named by
+    the turn's key, attempt and iteration) and goes on after that, so the channel shows
+    "Let me check the card." with each piece once."""
+    pieces = ("Let me ", "check ", "the ", "card.")
+    server.script(text_reply(*pieces), text_reply(*pieces))
+    monkeypatch.setenv(DIE_AFTER, "check ")
+    bot = start_bot(tmp_path, server)
+    assert bot.wait(PATIENCE_S) == -signal.SIGKILL
+    monkeypatch.delenv(DIE_AFTER)
+    assert lines(tmp_path / "channel.jsonl") == ["Let me ", "check "]
+    assert lines(tmp_path / "committed.jsonl") == ["Let me "]  # the journal lacks "check "
     outcome = restart_to_the_end(tmp_path, server)
     assert "status=<TurnStatus.COMPLETED" in outcome
     assert "".join(lines(tmp_path / "channel.jsonl")) == "Let me check the card."

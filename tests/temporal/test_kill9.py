@@ -23,6 +23,7 @@ import anyio
 import pytest
 from temporalio.client import WorkflowHandle
 
+from tests.durable.bot import DIE_AFTER
 from tests.openai_server import OpenAIServer, text_reply, tool_call_reply
 from toolloop.effects.temporal.workflow import WORKER_LOSSES
 from toolloop.states import ApprovalDecision, LoopConfig, TurnSettings, TurnStatus, Verdict
@@ -120,6 +121,34 @@ async def test_kill_9_in_the_middle_of_a_streamed_reply(
     assert "".join(lines(tmp_path / "channel.jsonl")) == "Let me check the card."  # type: ignore[arg-type]
     assert lines(tmp_path / "notes.jsonl") == [{"n": 1}]
     assert len(server.requests) == 3
+
+
+async def test_a_worker_killed_right_after_its_channel_took_a_piece_shows_that_piece_once(
+    temporal: str,
+    workers: Workers,
+    tmp_path: Path,
+    server: OpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker dies (SIGKILL, by itself) the instant its channel took "check ", before
+    any heartbeat could carry it: the next worker asks the channel what it took of the
+    stream (the workflow's id, attempt, iteration), makes the call again after that, and
+    the channel shows "Let me check the card." with each piece once."""
+    pieces = ("Let me ", "check ", "the ", "card.")
+    server.script(text_reply(*pieces), text_reply(*pieces))
+    monkeypatch.setenv(DIE_AFTER, "check ")
+    first = workers.start()
+    monkeypatch.delenv(DIE_AFTER)
+    client = await connect(temporal)
+    handle = await start_turn(client, f"turn-{uuid.uuid4()}", GIVEN, task_queue=workers.queue)
+    await until(lambda: first.poll() is not None)
+    assert first.returncode == -signal.SIGKILL
+    assert lines(tmp_path / "channel.jsonl") == ["Let me ", "check "]
+    workers.start()
+    result = await handle.result()
+    assert result.status is TurnStatus.COMPLETED
+    assert "".join(lines(tmp_path / "channel.jsonl")) == "Let me check the card."  # type: ignore[arg-type]
+    assert len(server.requests) == 2
 
 
 async def test_kill_9_in_the_middle_of_a_tool(

@@ -7,19 +7,22 @@ run of `charge`, which then waits on the bank until the process is killed),
 `asked.jsonl` (each approval prompt shown; the person answers through the
 workflow's `decide` update), `pays.jsonl` (each run of `pay`, which needs
 approval) and `holds.jsonl` (each run of `hold`, idempotent, which then waits until
-the process is killed). It prints `ready` once it polls the queue.
+the process is killed). It prints `ready` once it polls the queue. With the
+environment variable `TOOLLOOP_TEST_DIE_AFTER` set, it kills itself right after its channel
+took that piece of text (`FileChannel.die_after`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
 import anyio
 
-from tests.durable.bot import FileChannel
+from tests.durable.bot import DIE_AFTER, FileChannel
 from toolloop.durable import TurnPorts
 from toolloop.effects.in_memory import MemoryTurnControl
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
@@ -76,7 +79,7 @@ def ports(world: Path, provider: OpenAICompatProvider) -> TurnPorts:
     return TurnPorts(
         provider=provider,
         registry=registry,
-        channel=FileChannel(world / "channel.jsonl"),
+        channel=FileChannel(world / "channel.jsonl", os.environ.get(DIE_AFTER)),
         control=MemoryTurnControl(),
         approvals=FileApprovals(world),
     )

@@ -261,15 +261,16 @@ class DiscordChannel:
         self, content: str, stream: StreamSpan | None, page: tuple[int, int]
     ) -> discord.Message:
         """A stream's next message (`page`: its page and renewal, `StreamWriter`); the turn's
-        first one replies to the stream's target. The bot's message to a target carries a
-        nonce named by the target, the stream and `page`, which Discord enforces: asking
-        again (a stream made again after a restart) gets the same message back."""
+        first one replies to the stream's target. The bot's message of a stream named by its
+        turn (`StreamSpan.turn`) or its target carries a nonce derived from them and `page`,
+        which Discord enforces: asking again (a stream made again after a restart) gets the
+        same message back."""
         target = None if stream is None else stream.reply_to
         reply_to = None if self._replied or target is None else int(target)
         self._replied = True
         voice = self.persona or self.bot
         nonce = None
-        if voice is self.bot and stream is not None and target is not None:
+        if voice is self.bot and stream is not None and (stream.turn or target) is not None:
             nonce = page_nonce(self.channel_id, stream, page)
         message = await voice.send(
             content=content, reply_to=reply_to, mentions=self.mentions, nonce=nonce
@@ -293,7 +294,8 @@ class DiscordChannel:
 
 
 def page_nonce(channel_id: int, stream: StreamSpan, page: tuple[int, int]) -> str:
-    """The nonce of a stream's message: the same for the same channel, target, attempt,
+    """The nonce of a stream's message: the same for the same channel, turn, target, attempt,
     iteration and page in every process, 25 characters (Discord's limit for a string)."""
-    name = f"{channel_id}/{stream.reply_to}/{stream.attempt}/{stream.iteration}/{page[0]}/{page[1]}"
+    turn, at = (stream.turn, stream.reply_to), (stream.attempt, stream.iteration)
+    name = f"{channel_id}/{turn}/{at}/{page}"
     return hashlib.sha256(name.encode()).hexdigest()[:25]

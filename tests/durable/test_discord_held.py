@@ -206,13 +206,20 @@ def test_a_personas_message_deleted_meanwhile_starts_the_reply_anew(
     assert on_the_webhook(monkeypatch, deleted=True) == (["Let me check."], 2)
 
 
+@pytest.mark.parametrize(
+    "span",
+    [
+        StreamSpan(attempt=0, iteration=2, reply_to="123456789012345678"),
+        StreamSpan(attempt=0, iteration=2, turn="scene-1/7"),
+    ],
+    ids=["answering a message", "a scene turn named by its journal key"],
+)
 def test_a_stream_asked_again_in_a_new_channel_gets_its_first_message_back_by_its_nonce(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, span: StreamSpan
 ) -> None:
     """A dead process's channel made the stream's first message ("Let me") and nothing was
     reported; the next process's channel asks for the same stream's first message with the
     same nonce, gets that message back and edits it to the whole text: one message."""
-    span = StreamSpan(attempt=0, iteration=2, reply_to="123456789012345678")
 
     async def main() -> tuple[list[str], int]:
         client = await configured()

@@ -29,6 +29,7 @@ from toolloop.effects.observe import (
     ApprovalExpired,
     MoveMemo,
     approval_ended,
+    settled_name,
 )
 from toolloop.engine import commands as fx
 from toolloop.engine.events import ApprovalDecided, Event, StreamEnded, ToolSettled, TurnStarted
@@ -197,7 +198,7 @@ def _tool_settled(view: TurnView, state: IterationState, event: Any, out: Step) 
     if pending is None:
         return ""
     outcome = "succeeded" if event.result.success else "failed"
-    name = _plain(pending.batch[event.index].call.name if pending.batch else pending.name)
+    name = _plain(settled_name(pending, event.index))
     return f"{SEP}tool\t{name} {outcome} in {event.duration_ms} ms"
 
 

@@ -23,6 +23,7 @@ from toolloop.effects.observe.events import (
     approval_ended,
     host_events,
     move_rules,
+    settled_name,
 )
 from toolloop.effects.observe.trace_file import TraceWriter, trace_file
 
@@ -46,5 +47,6 @@ __all__ = [
     "approval_ended",
     "host_events",
     "move_rules",
+    "settled_name",
     "trace_file",
 ]

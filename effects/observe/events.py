@@ -23,6 +23,7 @@ from toolloop.states import (
     GenerationTurnResult,
     IterationState,
     JsonObject,
+    PendingCall,
     Phase,
     StreamStatus,
     TokenUsage,
@@ -233,12 +234,11 @@ def host_events(
             usage=result.usage,
         )
     elif isinstance(event, ToolSettled) and (pending := state.pending) is not None:
-        batch = pending.batch
-        call = batch[event.index].call if batch else pending.stream.data
+        call = pending.batch[event.index].call if pending.batch else pending.stream.data
         yield ToolFinished(
             attempt=attempt,
             iteration=state.iteration,
-            name=batch[event.index].call.name if batch else pending.name,
+            name=settled_name(pending, event.index),
             success=event.result.success,
             error=event.result.error,
             duration_ms=event.duration_ms,
@@ -272,6 +272,11 @@ def host_events(
             )
         elif isinstance(effect, fx.Finish):
             yield TurnFinished(attempt=attempt, result=effect.result)
+
+
+def settled_name(pending: PendingCall, index: int) -> str:
+    """The name of the call a `ToolSettled` at `index` ends: its batch's, else the pending one's."""
+    return pending.batch[index].call.name if pending.batch else pending.name
 
 
 def approval_ended(

@@ -266,8 +266,8 @@ async def test_a_call_that_raised_after_its_first_chunk_keeps_its_time_to_first_
         await run_turn(recorded, attempt(broken))
     (chat,) = recorded.named("chat ")
     assert chat.status.status_code is StatusCode.ERROR
-    first = float((chat.attributes or {})["gen_ai.response.time_to_first_chunk"])  # type: ignore[arg-type]
-    assert 0 <= first < 5
+    first = (chat.attributes or {})["gen_ai.response.time_to_first_chunk"]
+    assert isinstance(first, float) and first >= 0  # present; its size is a timing, not tested
 
 
 def test_a_tool_over_its_timeout_has_outcome_timeout_and_a_killed_one_killed() -> None:

@@ -109,7 +109,7 @@ class ToolSpans:
                 sc.APPROVAL_VERDICT: shown.verdict.value,
                 sc.APPROVAL_ACCEPTED: shown.accepted,
             }
-            if self._telemetry.capture_content:
+            if self._recording and self._telemetry.capture_content:
                 attributes[sc.APPROVAL_BY] = shown.by or ""
                 attributes[sc.APPROVAL_REASON] = self.scrub(shown.reason or "")
             waiting.span.add_event(sc.APPROVAL_ANSWERED_EVENT, attributes)

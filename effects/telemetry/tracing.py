@@ -294,7 +294,7 @@ class TurnTrace:
             self._tools.asked(shown)
         elif isinstance(shown, (ApprovalAnswered, ApprovalExpired, ApprovalWithdrawn)):
             self._tools.ended(shown)
-        elif isinstance(shown, NoticeShown):
+        elif isinstance(shown, NoticeShown) and self._recording:  # an event on the turn span
             notice = shown.notice
             attributes: dict[str, Any] = {
                 sc.NOTICE_KEY: notice.key,

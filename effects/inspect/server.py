@@ -8,7 +8,6 @@ unless told otherwise; any other address needs a token.
 from __future__ import annotations
 
 import ipaddress
-import secrets
 import threading
 import time
 
@@ -65,11 +64,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def new_token() -> str:
-    """A random token for a non-loopback inspector."""
-    return secrets.token_urlsafe(24)
 
 
 def serve_in_thread(

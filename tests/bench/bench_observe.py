@@ -47,6 +47,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -326,19 +327,8 @@ def held() -> tuple[float, float]:
 def recorded_steps() -> list[Any]:
     """The (state, event, step) of every step of bench_loop's turn, for replaying into hooks."""
     steps: list[Any] = []
-
-    async def record() -> None:
-        await run_tool_loop(
-            turn=TURN,
-            config=LoopConfig(max_function_call_iterations=CALLS + 1),
-            provider=Scripted(CALLS),
-            registry=REGISTRY,
-            channel=RecordingChannel(),
-            control=MemoryTurnControl(),
-            observer=lambda state, event, out: steps.append((state, event, out)),
-        )
-
-    anyio.run(record)
+    recorder = SimpleNamespace(observer=lambda state, event, out: steps.append((state, event, out)))
+    anyio.run(turn, CALLS, lambda: nullcontext(recorder))
     return steps
 
 

@@ -313,21 +313,11 @@ def _start_ready(draft: Draft, effects: list[Effect]) -> None:
     )
     alone = sum(call.running for call in batch) == 1 and not any(call.waiting for call in batch)
     text, suppressed = pending.stream.accumulated_text, draft.suppress_text_output
-    if len(starting) == 1 and alone:
-        index = starting[0]
-        effects.append(
-            DispatchTool(
-                call=batch[index].call,
-                context=context,
-                index=index,
-                pre_tool_text=text,
-                text_suppressed=suppressed,
-            )
-        )
-        return
+    inline = len(starting) == 1 and alone
+    start = DispatchTool if inline else StartTool
     for index in starting:
         effects.append(
-            StartTool(
+            start(
                 call=batch[index].call,
                 context=context,
                 index=index,
@@ -335,7 +325,8 @@ def _start_ready(draft: Draft, effects: list[Effect]) -> None:
                 text_suppressed=suppressed,
             )
         )
-    effects.append(_AWAIT_TOOLS)
+    if not inline:
+        effects.append(_AWAIT_TOOLS)
 
 
 def keep_refusal(ctx: Context, draft: Draft, effects: list[Effect]) -> None:

@@ -8,6 +8,7 @@ import pytest
 from tests.effects.harness import ScriptProvider, calling, completed, run_on
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.inspect import Inspector
+from toolloop.effects.inspect.board import TIMELINE_LIMIT
 from toolloop.effects.registry import ToolCall, ToolRegistry
 from toolloop.effects.turn import Attempt, run_generation_turn
 from toolloop.states import JsonObject, LoopConfig, TurnSettings
@@ -76,6 +77,47 @@ def test_the_timeline_names_moves_calls_and_tools_in_order_and_holds_no_content(
     assert timeline[-1]["at_ms"] >= 1000  # the tool's second passed before
     assert (timeline[-1]["source"], timeline[-1]["dest"]) == ("streaming", "finished")
     assert SECRET not in str(view.detail()) and "Let me look." not in str(view.detail())
+
+
+def test_the_timeline_keeps_the_newest_steps_whole_up_to_its_bound() -> None:
+    """A turn of more than `TIMELINE_LIMIT` steps keeps the newest ones, each with all its
+    entries: every kept step has its one move, and the first kept step starts with its own."""
+    inspector, tools = Inspector(), ToolRegistry()
+
+    @tools.tool()
+    async def ping() -> JsonObject:
+        """Answers at once."""
+        return {}
+
+    calls = TIMELINE_LIMIT  # two steps each, and the first and last: 2 * LIMIT + 2 steps
+    provider = ScriptProvider(*[calling("ping", {}) for _ in range(calls)], completed())
+
+    async def main() -> None:
+        with inspector.watch(TurnSettings()) as view:
+            await run_generation_turn(
+                turn=TurnSettings(),
+                attempts=[
+                    Attempt(
+                        provider=provider,
+                        config=LoopConfig(max_function_call_iterations=calls + 1),
+                    )
+                ],
+                registry=tools,
+                channel=RecordingChannel(),
+                control=MemoryTurnControl(),
+                observer=view.observer,
+            )
+
+    run_on("trio", main)
+    (view,) = inspector.turns()
+    timeline = view.detail()["timeline"]
+    assert sum(entry["kind"] == "move" for entry in timeline) == TIMELINE_LIMIT
+    assert [(entry["kind"], entry["text"]) for entry in timeline[:3]] == [
+        ("tool", "ping succeeded in 0 ms"),
+        ("move", "tool_succeeded"),
+        ("provider", "call started"),
+    ]
+    assert (timeline[-1]["kind"], timeline[-1]["text"]) == ("move", "completed")
 
 
 def test_finished_turns_are_kept_up_to_the_bound_and_running_ones_always() -> None:

@@ -166,7 +166,7 @@ class TurnManager:
 
     def running(self) -> int:
         """How many channels have a turn running or queued."""
-        return sum(1 for lane in self._lanes.values() if lane.task and not lane.task.done())
+        return len(self._running_tasks())
 
     def busy(self, channel_id: int) -> bool:
         """A turn runs or waits in the channel."""
@@ -175,9 +175,7 @@ class TurnManager:
 
     async def wait_idle(self) -> None:
         """Wait until no channel has a turn running or queued."""
-        while tasks := [
-            lane.task for lane in self._lanes.values() if lane.task and not lane.task.done()
-        ]:
+        while tasks := self._running_tasks():
             await asyncio.wait(tasks)  # a cancelled wait leaves the turns running
 
     async def close(self, grace: float = SHUTDOWN_GRACE) -> None:
@@ -202,14 +200,17 @@ class TurnManager:
 
     async def _cancel_running(self) -> None:
         """Drop every queue and cancel every running turn; wait until they are gone."""
-        running = []
         for lane in self._lanes.values():
             lane.pending.clear()
             lane.resumed.clear()
-            if lane.task is not None and not lane.task.done():
-                lane.task.cancel()
-                running.append(lane.task)
+        running = self._running_tasks()
+        for task in running:
+            task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+
+    def _running_tasks(self) -> list[asyncio.Task[None]]:
+        """Every channel's task that has a turn running or queued."""
+        return [lane.task for lane in self._lanes.values() if lane.task and not lane.task.done()]
 
     def _stop(self, lane: _Lane) -> None:
         """A genuine stop: the queue is dropped, the turn killed and its messages' editors

@@ -9,28 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import discord
 import discord.ext.test as dpytest
 import pytest
 from discord.ext.test import backend
 
 from tests.discord.approval_scene import (
     ARGS,
-    Scene,
     buttons,
     custom_id,
     footer,
     member,
     member_name,
-    purge_registry,
     read_by_model,
     scene,
     text_inputs,
 )
-from tests.discord.conftest import EVERY_MESSAGE, channel, configured, run
-from tests.discord.discord_server import APPLICATION_ID, Callback, DiscordServer
-from tests.effects.harness import ScriptProvider, calling, completed
-from toolloop.effects.discord import Access, BotSettings, ToolloopBot
+from tests.discord.conftest import channel, configured, run
+from tests.discord.discord_server import Callback
+from toolloop.effects.discord import Access, BotSettings
 from toolloop.effects.discord.approvals import (
     EXPIRED,
     NOT_YOURS,
@@ -192,28 +188,16 @@ class TestWhoMayAnswer:
         """With `approver_roles`, a member holding that role approves another's call."""
 
         async def main() -> tuple[Callback, list[JsonObject]]:
-            async with DiscordServer() as server:
-                ran: list[JsonObject] = []
-                provider = ScriptProvider(calling("purge", ARGS), completed("Done."))
-                bot = ToolloopBot(
-                    BotSettings(token="test", access=EVERY_MESSAGE),
-                    provider=provider,
-                    registry=purge_registry(ran),
-                    intents=discord.Intents.all(),
-                )
-                await configured(bot)
+            async with scene(monkeypatch) as bot:
                 role = backend.make_role("approvers", channel(0).guild)
                 await dpytest.add_role(member(1), role)
-                bot.approvals.access = Access(answer_all=True, approver_roles=frozenset({role.id}))
-                await server.connect(bot, monkeypatch)
-                bot._connection.application_id = APPLICATION_ID
-                await bot.setup_hook()
-                playing = Scene(server, bot, provider)
+                bot.bot.approvals.access = Access(
+                    answer_all=True, approver_roles=frozenset({role.id})
+                )
                 await dpytest.message("clean up", channel=0)
-                answer = await playing.press("Approve", by=1)
-                await bot.turns.wait_idle()
-                await bot.http.close()
-                return answer, ran
+                answer = await bot.press("Approve", by=1)
+                await bot.bot.turns.wait_idle()
+                return answer, bot.ran
 
         answer, ran = run(main)
         assert answer.type == 7

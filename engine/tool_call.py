@@ -24,6 +24,7 @@ from toolloop.states import (
     TurnSettings,
     args_digest,
 )
+from toolloop.states.loop_config import in_seconds
 
 FAILED = "tool_execution_failed"
 DENIED = "tool_call_denied"
@@ -121,9 +122,7 @@ def denied_reason(reason: str | None) -> str:
 
 def unanswered_reason(timeout_ms: int) -> str:
     """Why a call nobody approved in time never ran: `TOOL_APPROVAL_TIMEOUT_MS` in seconds."""
-    seconds = timeout_ms / 1000
-    shown = str(int(seconds)) if seconds.is_integer() else str(seconds)
-    return f"Nobody approved this tool call within {shown} s, so it was not run."
+    return f"Nobody approved this tool call within {in_seconds(timeout_ms)} s, so it was not run."
 
 
 def denied_response(name: str, reason: str) -> JsonObject:

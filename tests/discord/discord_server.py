@@ -146,6 +146,11 @@ class DiscordServer:
         """The current text of every message in the channel, oldest first."""
         return [m["content"] for m in self.messages.values() if m["channel_id"] == str(channel_id)]
 
+    def posts(self) -> int:
+        """How many text messages were asked for (each POST with content, a nonce's repeat
+        included)."""
+        return sum(1 for r in self.requests if r.method == "POST" and "content" in r.body)
+
     def with_components(self, channel_id: int) -> list[dict[str, Any]]:
         """The channel's messages that carry components (buttons), oldest first."""
         return [

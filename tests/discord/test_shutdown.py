@@ -92,11 +92,6 @@ async def shown(discord: DiscordServer, contents: list[str]) -> None:
             await asyncio.sleep(0.02)
 
 
-def posts(discord: DiscordServer) -> int:
-    """The text messages the bot created."""
-    return sum(1 for r in discord.requests if r.method == "POST" and "content" in r.body)
-
-
 def test_sigterm_without_a_journal_stops_the_reply_marked_and_exits_0(
     server: OpenAIServer,
 ) -> None:
@@ -143,7 +138,7 @@ def test_sigterm_with_a_journal_leaves_the_turn_to_the_next_start(
             second.signal(signal.SIGTERM)
             second_code, _ = await second.ended()
             codes = [first_code, second_code]
-            return codes, first_log, suspended, discord.contents(CHANNEL_ID), posts(discord)
+            return codes, first_log, suspended, discord.contents(CHANNEL_ID), discord.posts()
 
     codes, log, suspended, contents, created = run(main)
     assert codes == [0, 0]

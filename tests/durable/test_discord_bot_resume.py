@@ -157,7 +157,7 @@ def test_a_bot_closed_with_a_journal_leaves_its_running_reply_to_the_next_start(
                 await second.turns.wait_idle()
                 assert await journal.unfinished() == []
                 await second.http.close()
-            posts = sum(1 for r in server.requests if r.method == "POST" and "content" in r.body)
+            posts = server.posts()
             return closed, server.contents(place), posts, resumed
 
     closed, contents_after, posts, resumed = run(main)

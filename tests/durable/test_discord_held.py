@@ -51,7 +51,7 @@ def on_loopback(monkeypatch: pytest.MonkeyPatch, scene: Scene) -> tuple[list[str
                 await scene(server, port, clock)
                 for _ in range(10):
                     await tick(clock)
-            posts = sum(1 for r in server.requests if r.method == "POST" and "content" in r.body)
+            posts = server.posts()
             return server.contents(channel().id), reports, posts
 
     return run(main)
@@ -237,7 +237,7 @@ def test_a_stream_asked_again_in_a_new_channel_gets_its_first_message_back_by_it
                 port.stream_ended(span)
                 for _ in range(10):
                     await tick(clock)
-            posts = sum(1 for r in server.requests if r.method == "POST" and "content" in r.body)
+            posts = server.posts()
             return server.contents(channel().id), posts
 
     contents, posts = run(main)

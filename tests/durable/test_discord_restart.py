@@ -77,7 +77,7 @@ def test_kill_9_mid_stream_and_a_restart_continue_the_same_discord_message(
             restarted = await start_bot(tmp_path, discord, server)
             async with asyncio.timeout(PATIENCE_S):
                 assert await restarted.wait() == 0
-            posts = sum(1 for r in discord.requests if r.method == "POST" and "content" in r.body)
+            posts = discord.posts()
             outcome = json.loads((tmp_path / "outcome.json").read_text())
             return discord.contents(place), posts, outcome
 

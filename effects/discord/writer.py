@@ -210,7 +210,9 @@ class StreamWriter:
 
     def caught_up(self) -> bool:
         """The messages show all the stream's text."""
-        return cut_page(self.tail, fence=self.fence) is None and self._page().content == self.shown
+        if cut_page(self.tail, fence=self.fence) is not None:  # a full page is still to send
+            return False
+        return last_page(self.tail, fence=self.fence).content == self.shown
 
     def _page(self) -> Page:
         return cut_page(self.tail, fence=self.fence) or last_page(self.tail, fence=self.fence)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, TypeVar
 
@@ -50,8 +51,8 @@ class _Object(dict[str, Any]):
 
     def __init__(self, pairs: list[tuple[str, Any]]) -> None:
         super().__init__(pairs)
-        keys = [key for key, _ in pairs]
-        self.duplicates = sorted({key for key in keys if keys.count(key) > 1})
+        counts = Counter(key for key, _ in pairs)
+        self.duplicates = sorted(key for key, count in counts.items() if count > 1)
 
 
 @attrs.frozen

@@ -15,44 +15,49 @@ from toolloop.engine import commands as fx
 from toolloop.states import ApprovalDecision, ToolResult
 
 
-class Started:
+class Wait:
+    """A call of a batch whose outcome is awaited in a task of its own, by `deadline`.
+
+    `open` until its outcome is decided; what it reports after that is dropped.
+    """
+
+    __slots__ = ("deadline", "open", "scope")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.scope = anyio.CancelScope()
+        self.open = True
+
+    def end(self) -> None:
+        """Its outcome is decided: cancel what still runs of it (a tool's straggler runs on)."""
+        self.open = False
+        self.scope.cancel()
+
+
+class Started(Wait):
     """A call of a batch started beside others (`StartTool`): its own task, timer and kill.
 
-    `open` until its outcome is decided: it settled, its timer ran out or a kill
-    ended it; a result that comes after that is dropped.
+    Decided when it settled, its timer ran out or a kill ended it.
     """
 
-    __slots__ = ("deadline", "effect", "open", "scope", "started", "timeout_ms")
+    __slots__ = ("effect", "started", "timeout_ms")
 
     def __init__(self, effect: fx.StartTool, started: float, timeout_ms: int) -> None:
+        super().__init__(started + timeout_ms / 1000)
         self.effect, self.started, self.timeout_ms = effect, started, timeout_ms
-        self.deadline = started + timeout_ms / 1000
-        self.scope = anyio.CancelScope()
-        self.open = True
-
-    def end(self) -> None:
-        """Its outcome is decided: cancel what still runs of it (a straggler runs on)."""
-        self.open = False
-        self.scope.cancel()
 
 
-class Asked:
-    """A call of the batch waiting for approval (`AskApproval`): its own task and deadline.
+class Asked(Wait):
+    """A call of the batch waiting for approval (`AskApproval`): the host's `ask` in its task.
 
-    `open` until the wait's outcome is decided: a decision, the deadline or a kill.
+    Decided by a decision, the deadline or a kill.
     """
 
-    __slots__ = ("deadline", "effect", "open", "scope")
+    __slots__ = ("effect",)
 
     def __init__(self, effect: fx.AskApproval, deadline: float) -> None:
-        self.effect, self.deadline = effect, deadline
-        self.scope = anyio.CancelScope()
-        self.open = True
-
-    def end(self) -> None:
-        """Its outcome is decided: cancel the host's `ask` if it still runs."""
-        self.open = False
-        self.scope.cancel()
+        super().__init__(deadline)
+        self.effect = effect
 
 
 class Batch:

@@ -73,10 +73,8 @@ class StreamStage(Announcer):
         stop = self.control.pending_request()
         if sink.went_silent:  # the machine sends its notice (SPEC 5)
             return StreamEnded(result=result, stop=stop, went_silent=True)
-        approval = self._approval(result)
-        if len(result.calls) < 2:
-            return StreamEnded(result=result, stop=stop, approval=approval)
         exclusive = exclusive_flags(self.registry, result.calls)
+        approval = self._approval(result)
         return StreamEnded(result=result, stop=stop, exclusive=exclusive, approval=approval)
 
     def _approval(self, result: StreamResult) -> tuple[bool, ...]:

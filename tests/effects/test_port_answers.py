@@ -109,6 +109,11 @@ async def test_a_host_that_fails_to_hear_a_withdrawal_is_logged_not_raised(
 
 
 @pytest.mark.anyio
-async def test_withdraw_without_an_approvals_port_does_nothing() -> None:
-    """A host with no approvals port showed no prompt: nothing to retire, nothing raised."""
-    await withdraw(None, registry(), REQUEST)
+async def test_withdraw_without_an_approvals_port_does_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A host with no approvals port showed no prompt: nothing to retire, nothing raised,
+    nothing logged (a withdrawal tried on no port would be logged as a failure)."""
+    with caplog.at_level(logging.DEBUG, logger="toolloop"):
+        await withdraw(None, registry(), REQUEST)
+    assert caplog.records == []

@@ -58,14 +58,12 @@ def keep_refused(
     whole (without the arguments it never finished), or told which tools it may use."""
     if refusal is Refusal.TRUNCATED:
         response = tool_call.truncated_response(name)
-        cut = attrs.evolve(call, args=None)
-        entry = tool_call.history_entry(cut, name, response, None, text, same_turn)
+        call = attrs.evolve(call, args=None)
     else:
         response = tool_call.blocked_response(draft.turn, name)
-        entry = tool_call.history_entry(call, name, response, None, text, same_turn)
         if tool_call.is_sticker_tool(name):
             draft.selected_sticker = None
-    keep(draft, entry)
+    keep(draft, tool_call.history_entry(call, name, response, None, text, same_turn))
 
 
 def keep_settled(

@@ -23,22 +23,30 @@ from tests.bench.__main__ import modules
 ROUNDS = 2
 HERE = Path(__file__).resolve().parents[2]
 
-# Run in the child: import `toolloop` from the farm of symlinks only, never from the
-# editable install of this checkout, then run the named modules of the tree's own bench.
-CHILD = """
+# The start of a child (`python -c`, argv FARM TREE ...): import `toolloop` from the farm
+# of symlinks only, never from the editable install of this checkout, and `tests` from TREE.
+FROM_FARM = """
 import importlib, sys
-farm, tree, label, *names = sys.argv[1:]
+farm, tree = sys.argv[1:3]
 sys.meta_path[:] = [
     f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")
 ]
 sys.path[:0] = [farm, tree]
 import toolloop.engine
 assert toolloop.engine.__file__.startswith(farm), toolloop.engine.__file__
+"""
+
+# Then run the named modules of the tree's own bench.
+CHILD = (
+    FROM_FARM
+    + """
+label, *names = sys.argv[3:]
 print(f"{label}: toolloop from {farm}", flush=True)
 for name in names:
     print(f"== {label}: {name}", flush=True)
     importlib.import_module(f"tests.bench.{name}").main()
 """
+)
 
 
 def farm(tree: Path, into: Path) -> Path:

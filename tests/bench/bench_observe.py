@@ -14,6 +14,10 @@
   a provider call), the sides alternating in one run, best of several rounds
   (of many short ones over HTTP), the load average printed beside them; goal:
   at most 20% added.
+* The headline, stable run to run: the same sides' instructions per iteration, each
+  side in a process of its own under valgrind (`tests/bench/tracing_counts.py`),
+  and the SDK alone making a traced turn's calls. A side that does nothing reads
+  within about 0.5% of none, where the CPU times below move by +-25%.
 * Where the SDK's time goes: the recorded turn below replayed into a
   `TurnTrace` on the bare tracer (toolloop's share), into the SDK, and the SDK
   alone making the very calls that `TurnTrace` made (`tests/bench/sdk_calls.py`
@@ -59,6 +63,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.bench import tracing_counts
 from tests.bench.bench_loop import REGISTRY, TURN, Scripted
 from tests.bench.sdk_calls import EVENTS, POINTS, SPANS, SdkCalls
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
@@ -438,7 +443,12 @@ def load() -> str:
 
 
 def tracing_figures() -> None:
-    """The tracing figures: the SDK's share of a replayed turn, then both turns on each backend."""
+    """The tracing figures: instructions, the SDK's share of a replayed turn, then CPU times."""
+    if tracing_counts.available():
+        for line in tracing_counts.lines(tracing_counts.figures()):
+            print(line, flush=True)
+    else:
+        print("tracing instructions: valgrind is not installed, no figure")
     print(f"tracing, {load()}")
     share, each = sdk_share()
     for name, micros in share.items():

@@ -8,8 +8,8 @@ interpreter's notice sender; every one names its attempt and iteration.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 import attrs
 
@@ -31,7 +31,7 @@ from toolloop.states import (
 )
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class StreamStarted:
     """A provider call began."""
 
@@ -39,7 +39,7 @@ class StreamStarted:
     iteration: int
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class StreamFirstChunk:
     """The provider reported its first chunk (its first `sink.progress()`) for this call."""
 
@@ -47,7 +47,7 @@ class StreamFirstChunk:
     iteration: int
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class StreamFinished:
     """A provider call ended with this status and visible text."""
 
@@ -59,7 +59,7 @@ class StreamFinished:
     """The tokens the call cost, when the provider reported them."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class ToolStarted:
     """A tool was dispatched; its arguments have every secret its schema names redacted."""
 
@@ -73,7 +73,7 @@ class ToolStarted:
     """The call's place in its batch, in the model's order (0 for a reply's only call)."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)  # built per call: dict-backed is faster
 class ToolFinished:
     """A tool settled (success, failure, timeout or kill) after `duration_ms`."""
 
@@ -222,56 +222,89 @@ class MoveMemo(Generic[Made]):
 
 def host_events(
     attempt: int, state: IterationState, event: Event, out: Step, redact: Redact
-) -> Iterator[HostEvent]:
-    """The host events of one step: `state` is the state before it, `out` what it returned."""
+) -> list[HostEvent]:
+    """The host events of one step: `state` is the state before it, `out` what it returned.
+
+    It runs on every step of an observed turn: each effect is told apart by its
+    exact type (the engine's are final), one lookup.
+    """
+    shown: list[HostEvent] = []
     if isinstance(event, StreamEnded):
         result = event.result
-        yield StreamFinished(
-            attempt=attempt,
-            iteration=state.iteration,
-            status=result.status,
-            text=result.accumulated_text,
-            usage=result.usage,
+        shown.append(
+            StreamFinished(
+                attempt=attempt,
+                iteration=state.iteration,
+                status=result.status,
+                text=result.accumulated_text,
+                usage=result.usage,
+            )
         )
     elif isinstance(event, ToolSettled) and (pending := state.pending) is not None:
         call = pending.batch[event.index].call if pending.batch else pending.stream.data
-        yield ToolFinished(
-            attempt=attempt,
-            iteration=state.iteration,
-            name=settled_name(pending, event.index),
-            success=event.result.success,
-            error=event.result.error,
-            duration_ms=event.duration_ms,
-            call_id=getattr(call, "call_id", ""),
-            index=event.index,
+        shown.append(
+            ToolFinished(
+                attempt=attempt,
+                iteration=state.iteration,
+                name=settled_name(pending, event.index),
+                success=event.result.success,
+                error=event.result.error,
+                duration_ms=event.duration_ms,
+                call_id=getattr(call, "call_id", ""),
+                index=event.index,
+            )
         )
     elif isinstance(event, ApprovalDecided) and (pending := state.pending) is not None:
-        yield approval_ended(attempt, state.iteration, pending.batch[event.index], event, out)
+        shown.append(
+            approval_ended(attempt, state.iteration, pending.batch[event.index], event, out)
+        )
     for effect in out.effects:
-        if isinstance(effect, fx.StreamOnce):
-            yield StreamStarted(attempt=attempt, iteration=effect.iteration)
-        elif isinstance(effect, fx.DispatchTool | fx.StartTool):
-            name, args = effect.call.name, effect.call.args
-            yield ToolStarted(
-                attempt=attempt,
-                iteration=effect.context.iteration,
-                name=name,
-                args=redact(name, args),
-                call_id=effect.call.call_id,
-                index=effect.index if isinstance(effect, fx.StartTool) else 0,
-            )
-        elif isinstance(effect, fx.AskApproval):
-            request = effect.request
-            yield ApprovalAsked(
-                attempt=attempt,
-                iteration=out.state.iteration,
-                name=request.tool,
-                call_id=request.call_id,
-                args=redact(request.tool, request.args),
-                timeout_ms=effect.timeout_ms,
-            )
-        elif isinstance(effect, fx.Finish):
-            yield TurnFinished(attempt=attempt, result=effect.result)
+        made = EFFECT_EVENTS.get(type(effect))
+        if made is not None:
+            shown.append(made(attempt, effect, out, redact))
+    return shown
+
+
+def _stream_started(attempt: int, effect: Any, out: Step, redact: Redact) -> HostEvent:
+    return StreamStarted(attempt=attempt, iteration=effect.iteration)
+
+
+def _tool_started(attempt: int, effect: Any, out: Step, redact: Redact) -> HostEvent:
+    call = effect.call
+    return ToolStarted(
+        attempt=attempt,
+        iteration=effect.context.iteration,
+        name=call.name,
+        args=redact(call.name, call.args),
+        call_id=call.call_id,
+        index=effect.index if type(effect) is fx.StartTool else 0,
+    )
+
+
+def _approval_asked(attempt: int, effect: Any, out: Step, redact: Redact) -> HostEvent:
+    request = effect.request
+    return ApprovalAsked(
+        attempt=attempt,
+        iteration=out.state.iteration,
+        name=request.tool,
+        call_id=request.call_id,
+        args=redact(request.tool, request.args),
+        timeout_ms=effect.timeout_ms,
+    )
+
+
+def _turn_finished(attempt: int, effect: Any, out: Step, redact: Redact) -> HostEvent:
+    return TurnFinished(attempt=attempt, result=effect.result)
+
+
+EFFECT_EVENTS: dict[type, Callable[[int, Any, Step, Redact], HostEvent]] = {
+    fx.StreamOnce: _stream_started,
+    fx.DispatchTool: _tool_started,
+    fx.StartTool: _tool_started,
+    fx.AskApproval: _approval_asked,
+    fx.Finish: _turn_finished,
+}
+"""The host event each effect a host sees makes; the other effects make none."""
 
 
 def settled_name(pending: PendingCall, index: int) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,9 +45,7 @@ from toolloop.effects.observe import (
     HostObserver,
     MoveMemo,
     NoticeShown,
-    StreamFinished,
     StreamFirstChunk,
-    StreamStarted,
     ToolFinished,
     ToolStarted,
     TurnFinished,
@@ -82,10 +80,6 @@ COUNTED_MOVES = frozenset(
 )
 """The moves a counter counts: the follow-up interrupts, and the kills and stops."""
 FINISHED = Phase.FINISHED
-STARTS = (fx.DispatchTool, fx.StartTool)
-UNUSED_EVENTS = frozenset({StreamStarted, StreamFinished})
-TRACED_EFFECTS = frozenset({*STARTS, fx.StreamOnce, fx.AskApproval})
-"""The effects a trace reads; a step's others are passed over with one lookup."""
 STREAM_ENDED = {
     status: {
         sc.STREAM_STATUS: status.value,
@@ -98,9 +92,10 @@ STREAM_ENDED = {
 
 def _labels(
     source: Phase, event: type[Event], move: Move, dest: Phase, rule: str
-) -> dict[str, str]:
-    """A step event's attributes that its move decides."""
-    return {sc.MOVE: str(move), sc.RULE: rule, sc.SOURCE: source.value, sc.DEST: dest.value}
+) -> tuple[dict[str, str], bool]:
+    """A step event's attributes that its move decides, and whether a counter counts the move."""
+    labels = {sc.MOVE: str(move), sc.RULE: rule, sc.SOURCE: source.value, sc.DEST: dest.value}
+    return labels, move in COUNTED_MOVES
 
 
 step_labels = MoveMemo(_labels)
@@ -179,8 +174,9 @@ class Telemetry:
         span = self.tracer.start_span(
             f"invoke_agent {turn.persona.name}", kind=SpanKind.INTERNAL, attributes=attributes
         )
-        models = [_model(attempt) for attempt in attempts]
-        traced = TurnTrace(self, span, models, active=span.is_recording() or self.measuring())
+        active = span.is_recording() or self.measuring()
+        models = [_model(attempt) for attempt in attempts] if active else []
+        traced = TurnTrace(self, span, models, active=active)
         with trace.use_span(span, record_exception=False, set_status_on_exception=False):
             try:
                 yield traced
@@ -212,15 +208,19 @@ class TurnTrace:
     """One turn's spans: pass `observer` and `on_event` to the loop.
 
     Both are None when nothing would be recorded (no SDK, or the turn sampled
-    out and no meter): the loop then builds no host event and calls nothing.
+    out and no meter): the loop then builds no host event and calls nothing, and
+    the trace itself builds nothing, not even at the turn's end.
     """
 
     def __init__(
         self, telemetry: Telemetry, span: Span, models: Sequence[str], *, active: bool
     ) -> None:
         self._telemetry, self._span, self._models = telemetry, span, models
+        self._active = active
         self.observer: Observer | None = self._observe if active else None
         self.on_event: HostObserver | None = self._on_event if active else None
+        if not active:
+            return
         self._context: Context = trace.set_span_in_context(span)
         self._recording = span.is_recording()
         """False for a turn its sampler dropped: only its metrics are recorded."""
@@ -232,7 +232,19 @@ class TurnTrace:
         self._chat_metric: dict[str, Any] = {}
         self._chat_attributes: dict[str, Any] = {}
         self._token_metrics: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
-        self._tools = ToolSpans(telemetry, self._context, recording=self._recording)
+        self._tools = tools = ToolSpans(telemetry, self._context, recording=self._recording)
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            ToolStarted: tools.started,
+            ToolFinished: self._finished,
+            StreamFirstChunk: self._first_chunk_came,
+            ApprovalAsked: tools.asked,
+            ApprovalAnswered: tools.ended,
+            ApprovalExpired: tools.ended,
+            ApprovalWithdrawn: tools.ended,
+            NoticeShown: self._notice,
+            TurnFinished: self._turn_finished,
+        }
+        """What each host event the trace reads does; the others are passed over."""
         self._settled: ToolResult | None = None
         self._usage: TokenUsage | None = None
         self._status: TurnStatus | None = None
@@ -253,21 +265,19 @@ class TurnTrace:
             self._settled = event.result
         after, move = out.state, out.move
         dest = after.phase
+        labels, counted = step_labels(state.phase, type(event), move, dest)
         if self._recording:
-            labels = step_labels(state.phase, type(event), move, dest)
             self._span.add_event(
                 sc.STEP_EVENT, {**labels, sc.ATTEMPT: self._attempt, sc.ITERATION: after.iteration}
             )
-        if move in COUNTED_MOVES:
+        if counted:
             self._count(move)
         if dest is FINISHED:
             self._telemetry.iterations.record(after.iteration + 1)  # iterations count from 0
         for effect in out.effects:
-            if type(effect) not in TRACED_EFFECTS:
-                continue
             if isinstance(effect, fx.StreamOnce):
                 self._start_chat(effect.iteration)
-            elif isinstance(effect, STARTS):
+            elif isinstance(effect, fx.DispatchTool | fx.StartTool):
                 self._tools.dispatched(effect.call)
             elif isinstance(effect, fx.AskApproval):
                 self._tools.asking(effect.request)
@@ -280,34 +290,36 @@ class TurnTrace:
 
     def _on_event(self, shown: HostEvent) -> None:
         """Host events: tool spans and approvals, the first chunk, notices, the result."""
-        if type(shown) in UNUSED_EVENTS:
-            return  # the provider calls' spans are made from the steps
-        if isinstance(shown, ToolStarted):
-            self._tools.started(shown)
-        elif isinstance(shown, ToolFinished):
-            settled, self._settled = self._settled, None
-            self._tools.finished(shown, settled)
-        elif isinstance(shown, StreamFirstChunk):
-            if self._chat is not None and self._first_chunk is None:
-                self._first_chunk = time.monotonic() - self._chat_started
-        elif isinstance(shown, ApprovalAsked):
-            self._tools.asked(shown)
-        elif isinstance(shown, (ApprovalAnswered, ApprovalExpired, ApprovalWithdrawn)):
-            self._tools.ended(shown)
-        elif isinstance(shown, NoticeShown) and self._recording:  # an event on the turn span
-            notice = shown.notice
-            attributes: dict[str, Any] = {
-                sc.NOTICE_KEY: notice.key,
-                sc.NOTICE_LEVEL: notice.level,
-                sc.NOTICE_HIDDEN: notice.hidden,
-                sc.ATTEMPT: shown.attempt,
-                sc.ITERATION: notice.iteration,
-            }
-            if self._telemetry.capture_content:
-                attributes[sc.NOTICE_TEXT] = self._scrub(notice.text)
-            self._span.add_event(sc.NOTICE_EVENT, attributes)
-        elif isinstance(shown, TurnFinished):
-            self._status = shown.result.status
+        handle = self._handlers.get(type(shown))
+        if handle is not None:  # None: the provider calls' spans are made from the steps
+            handle(shown)
+
+    def _finished(self, shown: ToolFinished) -> None:
+        settled, self._settled = self._settled, None
+        self._tools.finished(shown, settled)
+
+    def _first_chunk_came(self, shown: StreamFirstChunk) -> None:
+        if self._chat is not None and self._first_chunk is None:
+            self._first_chunk = time.monotonic() - self._chat_started
+
+    def _notice(self, shown: NoticeShown) -> None:
+        """A notice shown: an event on the turn span."""
+        if not self._recording:
+            return
+        notice = shown.notice
+        attributes: dict[str, Any] = {
+            sc.NOTICE_KEY: notice.key,
+            sc.NOTICE_LEVEL: notice.level,
+            sc.NOTICE_HIDDEN: notice.hidden,
+            sc.ATTEMPT: shown.attempt,
+            sc.ITERATION: notice.iteration,
+        }
+        if self._telemetry.capture_content:
+            attributes[sc.NOTICE_TEXT] = self._scrub(notice.text)
+        self._span.add_event(sc.NOTICE_EVENT, attributes)
+
+    def _turn_finished(self, shown: TurnFinished) -> None:
+        self._status = shown.result.status
 
     # -- provider calls ---------------------------------------------------------------------
 
@@ -387,12 +399,17 @@ class TurnTrace:
 
     def raised(self, error: BaseException) -> None:
         """The turn ended with an exception: recorded on the turn span."""
+        if not self._active:
+            return
         self._span.record_exception(error)
         self._span.set_status(Status(StatusCode.ERROR, type(error).__name__))
         self._span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
 
     def close(self) -> None:
         """End whatever an exception left open, then the turn span with its status."""
+        if not self._active:
+            self._span.end()
+            return
         if self._chat is not None and self._first_chunk is not None:
             self._chat.set_attribute(sc.TIME_TO_FIRST_CHUNK, self._first_chunk)
         for span in self._open_spans():

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import attrs
 
 from toolloop.engine import batch as batches
-from toolloop.engine import history, restart, tool_call
+from toolloop.engine import build, history, restart, tool_call
 from toolloop.engine.commands import (
     AskApproval,
     AwaitTools,
@@ -39,7 +39,6 @@ from toolloop.engine.commands import (
     SendNotice,
     SetTextSuppression,
     StartTool,
-    StreamOnce,
     TakeStashedContext,
     WithdrawApproval,
 )
@@ -99,7 +98,7 @@ def begin_iteration(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
         effects.append(_notice(NoticeKey.STILL_WORKING, Level.WARNING, iteration))
     context = draft.context
     effects.append(
-        StreamOnce(
+        build.stream_once(
             iteration=iteration,
             function_history=draft.function_history,
             accumulated_model_parts=draft.accumulated_model_parts,
@@ -248,14 +247,14 @@ def dispatch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
         draft.turn, draft.iteration, draft.short_term_memory_updated, draft.context.items
     )
     effects.append(
-        DispatchTool(
+        build.dispatch_tool(
             call=tool_call.renamed(call, name),
             context=context,
             pre_tool_text=event.result.accumulated_text,
             text_suppressed=draft.suppress_text_output,
         )
     )
-    draft.pending = PendingCall(stream=event.result, name=name)
+    draft.pending = build.pending_call(stream=event.result, name=name)
 
 
 def _start_batch(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
@@ -359,7 +358,7 @@ def report_settled(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     assert isinstance(event, ToolSettled) and name is not None and call is not None
     result, turn, iteration = event.result, draft.turn, draft.iteration
     message = f"Function call completed: {name} ({event.duration_ms} ms)"
-    effects.append(Log(level=_INFO, message=message))
+    effects.append(build.log(level=_INFO, message=message))
     if result.success and not turn.direct_message:
         effects.append(_count_usage(name))
     if not result.success:

@@ -52,6 +52,19 @@ class Step:
     """The move the row taken reports (see `toolloop.engine.table`)."""
 
 
+_new = object.__new__
+
+
+def _step(state: IterationState, effects: tuple[Effect, ...], move: Move) -> Step:
+    """`Step(...)` without the class call, as `toolloop.engine.build` builds: one per event."""
+    built: Step = _new(Step)
+    fields = built.__dict__
+    fields["state"] = state
+    fields["effects"] = effects
+    fields["move"] = move
+    return built
+
+
 def step(state: IterationState, event: Event) -> Step:
     """The next state and the effects to carry out, for `event` arriving in `state`."""
     phase = state.phase
@@ -91,7 +104,7 @@ class Group:
         if dest is _FINISHED:
             ended(effects, row.move)
         draft.phase = dest
-        return Step(state=draft.commit(), effects=tuple(effects), move=row.move)
+        return _step(draft.commit(), tuple(effects), row.move)
 
     def select(self, ctx: Context) -> Row:
         """The first row whose `when` facts all hold and whose `unless` facts do not."""

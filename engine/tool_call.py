@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from toolloop.engine import build
 from toolloop.engine.commands import Level, NoticeKey, SendNotice
 from toolloop.engine.policy import SHORT_TERM_MEMORY_TOOL, STICKER_TOOL, is_visible
 from toolloop.states import (
@@ -57,7 +58,7 @@ def tool_context(
     turn: TurnSettings, iteration: int, memory_updated: bool, items: tuple[ContextItem, ...]
 ) -> ToolContext:
     """What the tool is told about its turn (step 3); `items`: the live context."""
-    return ToolContext(
+    return build.tool_context(
         channel_id=turn.channel_id,
         user_id=turn.user_id,
         guild_id=turn.guild_id,
@@ -181,7 +182,7 @@ def history_entry(
 
     `same_turn`: a later call of a batch, made in the same reply as the entry before.
     """
-    return ToolHistoryEntry(
+    return build.tool_history_entry(
         function_call=renamed(call, name),
         function_response={"name": name, "response": {"result": response}},
         image_metadata=None if result is None else result.image_metadata,

@@ -27,8 +27,8 @@ from toolloop.effects.observe import (
     ApprovalAnswered,
     ApprovalEvent,
     ApprovalExpired,
-    MoveMemo,
     approval_ended,
+    move_rules,
     settled_name,
 )
 from toolloop.engine import commands as fx
@@ -98,29 +98,54 @@ class TurnView:
         """A step: the phase moves; the call it ends, the move, the calls and notices it starts.
 
         Everything is read off the step (the event and its effects), so the loop builds
-        no host event for the inspector. The move's text is made once per move
-        (`move_entry`), the rest found by one lookup of the event's and of each effect's
-        type; the step's time is kept as the clock gave it, formatted only when a page
-        asks for the turn. A step adds three items to the timeline in one `extend`, no
-        object of its own: a step's tuple or dict would be an object the cyclic garbage
-        collector tracks, and one string per step is all the text allocates.
+        no host event for the inspector. The move's text is made once per move and found
+        by one lookup (`MOVES`); the rest by the event's and each effect's type, inline:
+        a Python call costs more than most of what a step records. The step's time is
+        kept as the clock gave it, formatted only when a page asks for the turn. A step
+        adds three items to the timeline in one `extend`, no object of its own: a step's
+        tuple or dict would be an object the cyclic garbage collector tracks, and one
+        string per step is all the text allocates.
         """
         now = self._now
         if now is None:
             now = self._now = loop_clock()
             self._started = now()
-        kind = type(event)
-        after = out.state
-        text, phase = move_entry(state.phase, kind, out.move, after.phase)
-        ended = ENDED.get(kind)
-        if ended is not None:
-            text = ended(self, state, event, out) + text
-        for effect in out.effects:
+        kind, after, move = type(event), out.state, out.move
+        seen: Any = event  # narrowed by `kind` below, which mypy cannot follow
+        effects: tuple[Any, ...] = out.effects
+        source, dest = state.phase, after.phase
+        made = MOVES.get(move)
+        if made is None or made[0] is not source or made[1] is not kind or made[2] is not dest:
+            made = _made(source, kind, move, dest)
+        text = made[3]
+        if kind is ToolSettled:
+            pending = state.pending
+            if pending is not None:
+                name = settled_name(pending, seen.index)
+                outcome = "succeeded" if seen.result.success else "failed"
+                text = f"{SEP}tool\t{_plain(name)} {outcome} in {seen.duration_ms} ms{text}"
+        elif kind is StreamEnded:
+            text = STREAM_ENDED[seen.result.status._name_] + text
+        elif kind is TurnStarted:
+            self.attempt += 1
+        elif kind is ApprovalDecided:
+            text = _approval_decided(self.attempt, state, seen, out) + text
+        for effect in effects:
             started = STARTED.get(type(effect))
-            if started is not None:
-                text += started(self, effect)
+            if started is None:
+                continue
+            if started is _NAMED:
+                text += f"{SEP}tool\t{_plain(effect.call.name)} started"
+            elif started is _FINISHED:
+                self.status = effect.result.status._value_
+            elif started is _NOTICE:
+                text += NOTICES[effect.key._name_]
+            elif started is _ASKED:
+                text += f"{SEP}approval\t{_plain(effect.request.tool)} waits for approval"
+            else:
+                text += started
         self.timeline.extend((now(), self.attempt, text))
-        self.phase, self.iteration = phase, after.iteration
+        self.phase, self.iteration = made[4], after.iteration
         self.version += 1
 
     def row(self) -> tuple[Any, ...]:
@@ -174,76 +199,49 @@ def _approval_outcome(ended: ApprovalEvent) -> str:
     return "expired" if isinstance(ended, ApprovalExpired) else "withdrawn"
 
 
-def _move_entry(
-    source: Phase, event: type[Event], move: Move, dest: Phase, rule: str
-) -> tuple[str, str]:
-    """A move's timeline text (after its time and attempt), and the phase it leads to."""
-    return f"{SEP}move\t{move}\t{source.value}\t{dest.value}\t{rule}", dest.value
+MOVES: dict[Move, tuple[Phase, type[Event], Phase, str, str]] = {}
+"""A move's timeline text and the phase it leads to (its value), with the phases and event
+it was made for (checked by identity: a `Phase` hashes and gives its value in Python)."""
+RULES = move_rules()
 
 
-move_entry = MoveMemo(_move_entry)
+def _made(
+    source: Phase, event: type[Event], move: Move, dest: Phase
+) -> tuple[Phase, type[Event], Phase, str, str]:
+    """A move's `MOVES` entry, made the first time it is seen between those phases; another
+    row of the same move makes it again."""
+    rule = RULES.get((source, event, str(move), dest), "")
+    text = f"{SEP}move\t{move}\t{source.value}\t{dest.value}\t{rule}"
+    made = MOVES[move] = (source, event, dest, text, dest.value)
+    return made
 
 
-def _attempt_started(view: TurnView, state: IterationState, event: Any, out: Step) -> str:
-    view.attempt += 1
-    return ""
-
-
-def _stream_ended(view: TurnView, state: IterationState, event: Any, out: Step) -> str:
-    return STREAM_ENDED[event.result.status]
-
-
-def _tool_settled(view: TurnView, state: IterationState, event: Any, out: Step) -> str:
+def _approval_decided(
+    attempt: int, state: IterationState, event: ApprovalDecided, out: Step
+) -> str:
     pending = state.pending
     if pending is None:
         return ""
-    outcome = "succeeded" if event.result.success else "failed"
-    name = _plain(settled_name(pending, event.index))
-    return f"{SEP}tool\t{name} {outcome} in {event.duration_ms} ms"
-
-
-def _approval_decided(view: TurnView, state: IterationState, event: Any, out: Step) -> str:
-    pending = state.pending
-    if pending is None:
-        return ""
-    decided = approval_ended(view.attempt, state.iteration, pending.batch[event.index], event, out)
+    decided = approval_ended(attempt, state.iteration, pending.batch[event.index], event, out)
     return f"{SEP}approval\t{_plain(decided.name)} {_approval_outcome(decided)}"
 
 
-ENDED: dict[type[Event], Callable[[TurnView, IterationState, Any, Step], str]] = {
-    TurnStarted: _attempt_started,
-    StreamEnded: _stream_ended,
-    ToolSettled: _tool_settled,
-    ApprovalDecided: _approval_decided,
+STREAM_ENDED = {
+    status.name: f"{SEP}provider\tcall ended: {status.value}" for status in StreamStatus
 }
-"""What a step's event adds before its move (the call it ends), by the event's type."""
-STREAM_ENDED = {status: f"{SEP}provider\tcall ended: {status.value}" for status in StreamStatus}
-PROVIDER_STARTED = f"{SEP}provider\tcall started"
-NOTICES = {key: f"{SEP}notice\t{key.value}" for key in fx.NoticeKey}
-
-
-def _tool_started(view: TurnView, effect: Any) -> str:
-    return f"{SEP}tool\t{_plain(effect.call.name)} started"
-
-
-def _approval_asked(view: TurnView, effect: Any) -> str:
-    return f"{SEP}approval\t{_plain(effect.request.tool)} waits for approval"
-
-
-def _finished(view: TurnView, effect: Any) -> str:
-    view.status = effect.result.status.value
-    return ""
-
-
-STARTED: dict[type, Callable[[TurnView, Any], str]] = {
-    fx.StreamOnce: lambda view, effect: PROVIDER_STARTED,
-    fx.DispatchTool: _tool_started,
-    fx.StartTool: _tool_started,
-    fx.AskApproval: _approval_asked,
-    fx.SendNotice: lambda view, effect: NOTICES[effect.key],
-    fx.Finish: _finished,
+NOTICES = {key.name: f"{SEP}notice\t{key.value}" for key in fx.NoticeKey}
+"""By the name of the status or key: an enum member hashes in Python, its name in C."""
+_NAMED, _FINISHED, _NOTICE, _ASKED = object(), object(), object(), object()
+STARTED: dict[type, Any] = {
+    fx.StreamOnce: f"{SEP}provider\tcall started",
+    fx.DispatchTool: _NAMED,
+    fx.StartTool: _NAMED,
+    fx.AskApproval: _ASKED,
+    fx.SendNotice: _NOTICE,
+    fx.Finish: _FINISHED,
 }
-"""What each effect a timeline shows adds after the move, by its type; the step's other
+"""What each effect a timeline shows adds after the move: its text, or what makes it (a
+tool's name, a notice's key, an approval's tool; the turn's status); the step's other
 effects are passed over with one lookup."""
 
 

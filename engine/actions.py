@@ -151,7 +151,8 @@ def record_stream(ctx: Context, draft: Draft, effects: list[Effect]) -> None:
     event = ctx.event
     assert isinstance(event, StreamEnded), "only STREAMING rows record a stream"
     stream = event.result
-    draft.stream_results = (*draft.stream_results, stream)
+    # `+` copies the tuple once; `(*results, stream)` would build a list first (RUF005).
+    draft.stream_results = draft.stream_results + (stream,)  # noqa: RUF005
     if stream.thought_log is not None:
         draft.thought_log = stream.thought_log
     status = stream.status

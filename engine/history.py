@@ -119,7 +119,8 @@ def keep_batch(draft: Draft, stream: StreamResult, batch: tuple[BatchCall, ...])
 
 def keep(draft: Draft, entry: ToolHistoryEntry) -> None:
     """Keep the entry in history (SPEC 4, history); `count_outcome` counts the outcome."""
-    draft.function_history = (*draft.function_history, entry)
+    # `+` copies the tuple once; `(*history, entry)` would build a list first (RUF005).
+    draft.function_history = draft.function_history + (entry,)  # noqa: RUF005
     draft.accumulated_model_parts = ()
 
 

@@ -259,9 +259,10 @@ class StreamEndedContext(Context):
             self.refusal = Refusal.TRUNCATED
         elif tool_call.is_blocked(state.turn, name):
             self.refusal = Refusal.BLOCKED
-        self.call_refused = refused = self.refusal is not None
         self.pre_tool_text = stream.accumulated_text
-        self._outcome(state, (not refused,))
+        if self.refusal is not None:  # a failure kept now; a dispatched call's outcome
+            self.call_refused = True  # is its ToolSettled's, and no row here reads one
+            self._outcome(state, (False,))
 
     def _batch(self, state: IterationState, event: StreamEnded, stream: StreamResult) -> None:
         """A batch's facts: malformed if any call is; refused if every call is (SPEC 6b 1-2)."""

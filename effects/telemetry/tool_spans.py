@@ -170,8 +170,10 @@ class ToolSpans:
     def finished(self, shown: ToolFinished, settled: ToolResult | None) -> None:
         """A call settled: its span ends with the outcome (and the result, on opt-in)."""
         key = shown.name, shown.call_id
-        running = next((tool for tool in self._open.get(key, ()) if tool.running), None)
-        if running is None:
+        for running in self._open.get(key, ()):
+            if running.running:
+                break
+        else:
             return
         self._close(key, running)
         outcome = tool_outcome(shown)
@@ -230,6 +232,10 @@ class ToolSpans:
     def _end(self, span: Span, outcome: str, error: str, ended: dict[str, Any]) -> None:
         if not self._recording:
             return  # the invalid span: nothing to end
+        if outcome == "success" and not ended:  # the usual end: one attribute, no dict
+            span.set_attribute(sc.TOOL_OUTCOME, outcome)
+            span.end()
+            return
         ended[sc.TOOL_OUTCOME] = outcome
         if outcome != "success":
             ended[sc.ERROR_TYPE] = outcome

@@ -80,14 +80,16 @@ COUNTED_MOVES = frozenset(
 )
 """The moves a counter counts: the follow-up interrupts, and the kills and stops."""
 FINISHED = Phase.FINISHED
+TRACED_EFFECTS = frozenset({fx.DispatchTool, fx.StartTool, fx.StreamOnce, fx.AskApproval})
+"""The effects a trace reads; a step's others are passed over with one lookup."""
 STREAM_ENDED = {
-    status: {
+    status.value: {
         sc.STREAM_STATUS: status.value,
         sc.FINISH_REASONS: (sc.FINISH_REASON.get(status, status.value),),
     }
     for status in StreamStatus
 }
-"""The attributes a provider call's span ends with, by its stream's status."""
+"""The attributes a provider call's span ends with, by its stream's status's value."""
 
 
 def _labels(
@@ -275,6 +277,8 @@ class TurnTrace:
         if dest is FINISHED:
             self._telemetry.iterations.record(after.iteration + 1)  # iterations count from 0
         for effect in out.effects:
+            if type(effect) not in TRACED_EFFECTS:
+                continue
             if isinstance(effect, fx.StreamOnce):
                 self._start_chat(effect.iteration)
             elif isinstance(effect, fx.DispatchTool | fx.StartTool):
@@ -360,7 +364,7 @@ class TurnTrace:
         took = time.monotonic() - self._chat_started
         result = event.result
         status = result.status
-        ended: dict[str, Any] = {**STREAM_ENDED[status]}
+        ended: dict[str, Any] = {**STREAM_ENDED[status._value_]}  # a str hashes in C
         if self._first_chunk is not None:
             ended[sc.TIME_TO_FIRST_CHUNK] = self._first_chunk
         metric = self._chat_metric

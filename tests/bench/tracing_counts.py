@@ -25,7 +25,6 @@ and no turn (`tests/bench/sdk_calls.py`): the floor of a trace of that shape.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -36,10 +35,12 @@ from typing import Any
 
 import anyio
 
-IN_MEMORY, HTTP = "in-memory", "loopback-HTTP"
-WORKLOADS = {IN_MEMORY: 101, HTTP: 3}
+from tests.bench.instructions import instructions_of, per_iteration
+
+IN_MEMORY, HTTP, REPLAYED = "in-memory", "loopback-HTTP", "replayed"
+WORKLOADS = {IN_MEMORY: 101, HTTP: 3, REPLAYED: 101}
 """Iterations a turn of each workload runs."""
-TURNS = {IN_MEMORY: 10, HTTP: 40}
+TURNS = {IN_MEMORY: 10, HTTP: 40, REPLAYED: 40}
 BACKENDS = ("asyncio", "trio")
 UNTRACED, NO_SDK, BARE, SDK = (
     "untraced",
@@ -49,28 +50,48 @@ UNTRACED, NO_SDK, BARE, SDK = (
 )
 SIDES = (UNTRACED, NO_SDK, BARE, SDK)
 SDK_ALONE = "the SDK alone, the same calls, no toolloop code, no turn"
+HOST_EVENTS, TRACE_ALONE = "host events", "TurnTrace on the bare tracer, host events included"
 BASELINE = "baseline"
-COUNT = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
 class Child:
-    """What one counted process has: a turn of each side of its workload to run."""
+    """What one counted process has: a turn of each side of its workload to run.
+
+    The replayed workload is bench_observe's hooks alone: a recorded turn's steps fed
+    to `host_events` and to a `TurnTrace` on the bare tracer, no loop around them.
+    """
 
     def __init__(self, workload: str, server: Any) -> None:
         from tests.bench import bench_observe as bench
 
         self.workload, self.server = workload, server
         self.sides, self.exported = bench.tracers()
-        self.alone: Callable[[], None] | None = None
-        if workload == IN_MEMORY:
+        self.replays: dict[str, Callable[[], None]] = {}
+        if workload != HTTP:
             steps = bench.recorded_steps()
-            sdk, self.alone_exported = bench.sdk_telemetry()
+            sdk, alone_exported = bench.sdk_telemetry()
             calls = bench.SdkCalls()
             bench.replaying(bench.Telemetry(tracer_provider=calls, meter_provider=calls), steps)()
-            self.alone = calls.replay(sdk)
+            replay = calls.replay(sdk)
+
+            def alone() -> None:
+                replay()
+                alone_exported.clear()
+
+            def host() -> None:
+                for state, event, out in steps:
+                    for _ in bench.host_events(0, state, event, out, bench.REGISTRY.redact):
+                        pass
+
+            bare = bench.Telemetry(tracer_provider=bench.BareTracerProvider())
+            self.replays = {
+                SDK_ALONE: alone,
+                HOST_EVENTS: host,
+                TRACE_ALONE: bench.replaying(bare, steps),
+            }
 
     async def run(self, side: str, turns: int) -> None:
-        """`turns` turns on `side` (the SDK-alone side: its replays); the baseline runs none.
+        """`turns` turns on `side` (a replayed side: its replays); the baseline runs none.
 
         Over HTTP every run opens (and closes) a provider, the baseline's too.
         """
@@ -78,11 +99,10 @@ class Child:
         from toolloop.effects.providers.openai_compat import OpenAICompatProvider
         from toolloop.tools import demo_model
 
-        if self.workload == IN_MEMORY:
+        if self.workload != HTTP:
             for _ in range(turns):
-                if side == SDK_ALONE and self.alone is not None:
-                    self.alone()
-                    self.alone_exported.clear()
+                if side in self.replays:
+                    self.replays[side]()
                 else:
                     await bench.turn(bench.CALLS, self.sides[side])
                     self.exported.clear()
@@ -94,11 +114,9 @@ class Child:
                 self.exported.clear()
 
     async def warm(self) -> None:
-        """One turn of every side."""
-        for side in SIDES:
+        """One turn of every side, and one replay of each replayed side."""
+        for side in (*SIDES, *self.replays):
             await self.run(side, 1)
-        if self.alone is not None:
-            await self.run(SDK_ALONE, 1)
 
 
 def child(workload: str, backend: str, side: str, turns: int) -> None:
@@ -135,19 +153,19 @@ def counted(workload: str, backend: str, side: str, turns: int) -> int:
     for variable in ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_SDK_DISABLED"):
         env.pop(variable, None)
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    found = COUNT.search(done.stderr)
-    if done.returncode != 0 or found is None:
+    if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command[5:])} failed:\n{done.stderr[-2000:]}")
-    return int(found.group(1).replace(",", ""))
+    return instructions_of(done.stderr)
 
 
 def jobs() -> Iterator[tuple[str, str, str]]:
     """(workload, backend, side) of every counted process, a baseline per workload and backend."""
     for backend in BACKENDS:
-        for workload in WORKLOADS:
+        for workload in (IN_MEMORY, HTTP):
             for side in (BASELINE, *SIDES):
                 yield workload, backend, side
-    yield IN_MEMORY, "asyncio", SDK_ALONE
+    for side in (BASELINE, HOST_EVENTS, TRACE_ALONE, SDK_ALONE):
+        yield REPLAYED, "asyncio", side
 
 
 def figures(parallel: int = 2) -> dict[tuple[str, str, str], float]:
@@ -164,19 +182,25 @@ def figures(parallel: int = 2) -> dict[tuple[str, str, str], float]:
     for (workload, backend, side), total in totals.items():
         if side != BASELINE:
             base = totals[workload, backend, BASELINE]
-            per[workload, backend, side] = (total - base) / (TURNS[workload] * WORKLOADS[workload])
+            per[workload, backend, side] = per_iteration(
+                base, total, TURNS[workload], WORKLOADS[workload]
+            )
     return per
 
 
 def lines(per: dict[tuple[str, str, str], float]) -> Iterator[str]:
     """The figures as bench lines, each side against its workload's untraced figure."""
     for (workload, backend, side), instructions in per.items():
-        base = per[workload, backend, UNTRACED]
-        added = "" if side == UNTRACED else f" ({(instructions / base - 1) * 100:+.1f}%)"
         what = "a provider call over HTTP" if workload == HTTP else "a provider and a tool call"
+        if workload == REPLAYED:  # no turn of its own: against the in-memory turn's iteration
+            base = per[IN_MEMORY, backend, UNTRACED]
+            added = f" ({instructions / base * 100:.1f}% of an untraced in-memory iteration)"
+        else:
+            base = per[workload, backend, UNTRACED]
+            added = "" if side == UNTRACED else f" ({(instructions / base - 1) * 100:+.1f}%)"
         yield (
             f"tracing instructions {backend}, {workload} turn, {side}: "
-            f"{instructions / 1000:,.0f} k instructions per iteration ({what}){added}"
+            f"{instructions / 1000:,.1f} k instructions per iteration ({what}){added}"
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import sampling
 from opentelemetry.trace import StatusCode
 
@@ -343,6 +345,54 @@ async def test_without_an_sdk_the_hooks_are_none_so_the_loop_calls_nothing() -> 
     """The API's global providers are no-ops until an SDK is configured (none is, here)."""
     with Telemetry().turn(TurnSettings()) as trace:
         assert (trace.observer, trace.on_event) == (None, None)
+
+
+class UnrecordedSpan(trace.NonRecordingSpan):
+    """A span its sampler dropped that logs every call made on it."""
+
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__(trace.INVALID_SPAN_CONTEXT)
+        self.calls = calls
+
+    def __getattribute__(self, name: str) -> Any:
+        if name not in {"calls", "get_span_context", "__class__", "__init__"}:
+            object.__getattribute__(self, "calls").append(name)
+        return object.__getattribute__(self, name)
+
+
+class UnrecordedTracer(trace.NoOpTracer):
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def start_span(self, *args: Any, **kwargs: Any) -> trace.Span:
+        return UnrecordedSpan(self.calls)
+
+
+class UnrecordedProvider(trace.NoOpTracerProvider):
+    """Every turn sampled out; with no meter provider of an SDK nothing would be kept."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        return UnrecordedTracer(self.calls)
+
+
+@pytest.mark.parametrize("raises", [False, True])
+def test_a_turn_nothing_records_asks_its_span_only_whether_it_records_and_to_end(
+    raises: bool,
+) -> None:
+    """Not recording and no meter: no attributes set, no status, no exception recorded."""
+    provider = UnrecordedProvider()
+    with (
+        contextlib.suppress(ValueError),
+        Telemetry(tracer_provider=provider).turn(TurnSettings()) as traced,
+    ):
+        assert (traced.observer, traced.on_event) == (None, None)
+        if raises:
+            raise ValueError("the turn failed")
+    assert set(provider.calls) == {"is_recording", "end"}
+    assert provider.calls.count("end") == 1
 
 
 def dumped(recorded: Recorded) -> str:

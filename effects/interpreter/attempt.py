@@ -25,6 +25,7 @@ from toolloop.effects.ports import (
     Channel,
     KillSignal,
     Provider,
+    StreamingContext,
     ToolRegistryPort,
     TurnControl,
 )
@@ -105,6 +106,8 @@ class Attempt:
     _stream_timeout: float = attrs.field(init=False)
     _batch: Batch | None = attrs.field(init=False, default=None)
     """The batch's calls in flight and its waits for approval, while it has any (SPEC 6b, 6c)."""
+    _streaming: StreamingContext | None = attrs.field(init=False, default=None)
+    """The last stream a tool call came from, reused while the next call's is the same."""
     _state: IterationState = attrs.field(init=False)
     """The state the awaited effect of the last step answers to (set by `supervise`)."""
     _runner: TaskHandle[None] = attrs.field(init=False)

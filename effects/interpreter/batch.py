@@ -9,7 +9,7 @@ from toolloop.effects.interpreter.batch_calls import Asked, Batch, Started
 from toolloop.effects.interpreter.calls import failure
 from toolloop.effects.interpreter.errors import NoApprovalsPort
 from toolloop.effects.interpreter.tools import ToolStage, timed_out
-from toolloop.effects.ports import ApprovalPort, ToolInvocation, shown_request, withdraw
+from toolloop.effects.ports import ApprovalPort, shown_request, withdraw
 from toolloop.engine import commands as fx
 from toolloop.engine.events import ApprovalDecided, ToolSettled
 from toolloop.states import ToolResult
@@ -52,11 +52,7 @@ class BatchStage(ToolStage):
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         effect = run.effect
-        invocation = ToolInvocation(
-            killed=self._killed,
-            notify=self._progress_notice(effect.context, run),
-            streaming=self._streaming_context(effect),
-        )
+        invocation = self._invocation(effect, run)
         with run.scope:
             try:
                 work = self.registry.execute(effect.call, effect.context, invocation)

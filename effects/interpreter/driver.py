@@ -165,39 +165,47 @@ class _Interpreter(StreamStage, BatchStage, ControlEffects):
         task quietly) or, when it returns anyway, raises `_Superseded`. One frame
         for the whole chain: a frame per layer would be held by every waiting turn.
         """
-        observer, recorder = self.observer, self.recorder
+        observer, recorder, on_event = self.observer, self.recorder, self.on_event
         try:
-            for pending in map(self._perform, prelude):
+            for effect in prelude:
+                pending = self._perform(effect)
                 if pending is not None:
                     await pending
             while True:
-                if recorder is not None and first is None:
-                    await recorder(event)
-                out = step(state, event) if first is None else first
-                if observer is not None and first is None:  # a resumed wait is no step
-                    observer(state, event, out)
-                if self.on_event is not None:  # a resumed wait's asks reach the host again
+                if first is None:
+                    if recorder is not None:
+                        await recorder(event)
+                    out = step(state, event)
+                    if observer is not None:  # a resumed wait is no step
+                        observer(state, event, out)
+                else:
+                    out, first = first, None
+                if on_event is not None:  # a resumed wait's asks reach the host again
                     for shown in host_events(self.attempt, state, event, out, self.registry.redact):
-                        self.on_event(shown)
-                first = None
+                        on_event(shown)
                 state = self._state = out.state
                 *fire_and_forget, last = out.effects
-                for pending in map(self._perform, fire_and_forget):
+                for effect in fire_and_forget:
+                    pending = self._perform(effect)
                     if pending is not None:
                         await pending
                 # While it waits, a turn holds its state and the effect it awaits, not the
                 # step, its other effects or the event that led here (a held turn's memory).
                 del out, event, fire_and_forget
-                if isinstance(last, fx.Finish):
+                effect = last
+                performer = _PERFORMERS.get(type(effect))
+                if performer is None:  # the final effect, or one this interpreter lacks
                     self._end_batch()
-                    self._outcome = last.result
+                    self._outcome = _outcome(effect)
                     return
-                if isinstance(last, fx.RaiseError):
-                    self._end_batch()
-                    self._outcome = RAISES[last.kind](last.message)
-                    return
-                answer = self._perform(last)
-                event = _answer(last, None if answer is None else await answer)
+                answer = performer(self, effect)
+                if answer is None:
+                    raise CoreMismatch(
+                        f"a step ended with {type(effect).__name__}, which answers nothing: a "
+                        "step must end with an awaited or a final effect "
+                        "(toolloop.engine.commands.AWAITED, FINAL)"
+                    )
+                event = await answer
         except _Superseded:
             return
         except Exception as error:  # the attempt's failure, raised by `run_tool_loop`
@@ -208,11 +216,7 @@ class _Interpreter(StreamStage, BatchStage, ControlEffects):
         """Carry out `effect`: done when None, else the awaitable that finishes it."""
         performer = _PERFORMERS.get(type(effect))
         if performer is None:
-            raise CoreMismatch(
-                f"received unrecognized effect {type(effect).__name__} ({effect!r}): "
-                "is the engine newer than this interpreter, or was a final effect "
-                "(Finish, RaiseError) placed before the end of a step?"
-            )
+            raise _unrecognized(effect)
         return performer(self, effect)
 
 
@@ -241,11 +245,18 @@ awaited (a coroutine per effect is measurable); the awaited ones (`fx.AWAITED`) 
 an awaitable of the next event."""
 
 
-def _answer(effect: fx.Effect, event: Event | None) -> Event:
-    """The awaited effect's answer; a step ending in a fire-and-forget effect is a broken core."""
-    if event is None:
-        raise CoreMismatch(
-            f"a step ended with {type(effect).__name__}, which answers nothing: a step "
-            "must end with an awaited or a final effect (toolloop.engine.commands.AWAITED, FINAL)"
-        )
-    return event
+def _outcome(effect: fx.Effect) -> Outcome:
+    """The attempt's outcome, from the final effect that ends its last step."""
+    if isinstance(effect, fx.Finish):
+        return effect.result
+    if isinstance(effect, fx.RaiseError):
+        return RAISES[effect.kind](effect.message)
+    raise _unrecognized(effect)
+
+
+def _unrecognized(effect: fx.Effect) -> CoreMismatch:
+    return CoreMismatch(
+        f"received unrecognized effect {type(effect).__name__} ({effect!r}): "
+        "is the engine newer than this interpreter, or was a final effect "
+        "(Finish, RaiseError) placed before the end of a step?"
+    )

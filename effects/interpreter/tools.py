@@ -24,13 +24,18 @@ class ToolStage(Announcer):
         context = effect.context
         timeout_ms = self._timeout_ms(effect.call.name)
         call = ToolRun(effect, self._runner, self._alarm, timeout_ms)
-        invocation = ToolInvocation(
+        work = self.registry.execute(effect.call, context, self._invocation(effect, call))
+        return self._call(call, work, self._tool_settled)
+
+    def _invocation(
+        self, effect: fx.DispatchTool | fx.StartTool, run: ToolRun | Started
+    ) -> ToolInvocation:
+        """What the running call gets: the turn's kill signal, its notices, its stream."""
+        return ToolInvocation(
             killed=self._killed,
-            notify=self._progress_notice(context, call),
+            notify=self._progress_notice(effect.context, run),
             streaming=self._streaming_context(effect),
         )
-        work = self.registry.execute(effect.call, context, invocation)
-        return self._call(call, work, self._tool_settled)
 
     def _timeout_ms(self, tool: str) -> int:
         """The tool's own timeout (`timeout=` at registration), else the configured one."""
@@ -45,13 +50,22 @@ class ToolStage(Announcer):
         return timed_out(name, call.timeout_ms)
 
     def _streaming_context(self, effect: fx.DispatchTool | fx.StartTool) -> StreamingContext:
-        """The live stream the call came from (SPEC 6 step 3), as its effect carries it."""
-        return StreamingContext(
-            reply_to=self.reply_to,
-            identity=identity(self.turn),
-            pre_tool_text=effect.pre_tool_text,
-            text_suppressed=effect.text_suppressed,
-        )
+        """The live stream the call came from (SPEC 6 step 3), as its effect carries it.
+
+        The last one is reused while the effects carry the same text and suppression
+        (a chain's calls mostly do): it is frozen, and building one costs as much as
+        a tool's whole dispatch saves elsewhere.
+        """
+        last = self._streaming
+        text, suppressed = effect.pre_tool_text, effect.text_suppressed
+        if last is None or last.pre_tool_text != text or last.text_suppressed != suppressed:
+            last = self._streaming = StreamingContext(
+                reply_to=self.reply_to,
+                identity=identity(self.turn),
+                pre_tool_text=text,
+                text_suppressed=suppressed,
+            )
+        return last
 
     def _tool_settled(self, run: ToolRun | Started, result: ToolResult) -> ToolSettled:
         """The event of a call's outcome, inline (`ToolRun`) or of a batch (`Started`)."""

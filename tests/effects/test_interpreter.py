@@ -39,7 +39,7 @@ from toolloop.effects.ports import (
     ToolInvocation,
 )
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.engine.commands import NoticeKey, SendNotice
+from toolloop.engine.commands import NoticeKey, ResetFollowUpCount, SendNotice
 from toolloop.engine.events import StreamEnded, ToolSettled
 from toolloop.engine.step import Step, step
 from toolloop.states import (
@@ -574,6 +574,46 @@ class TestFinalEffects:
                 await host.run()
 
         run_on("trio", main)
+
+    def test_an_unknown_effect_ending_a_step_is_a_type_error_naming_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An unknown effect in the awaited place is refused as one anywhere else is."""
+
+        @attrs.frozen
+        class Teleport:
+            """An effect no interpreter knows."""
+
+        def step_ending_in_teleport(state: IterationState, event: Any) -> Step:
+            return attrs.evolve(step(state, event), effects=(Teleport(),))
+
+        monkeypatch.setattr(driver, "step", step_ending_in_teleport)
+        host = Host(provider=ScriptProvider(completed()))
+
+        async def main() -> None:
+            with pytest.raises(TypeError, match=r"^received unrecognized effect Teleport .*newer"):
+                await host.run()
+
+        run_on("trio", main)
+        assert host.leftovers() == []
+
+    def test_a_step_ending_in_a_fire_and_forget_effect_is_a_type_error_naming_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A step whose last effect answers nothing is a broken core: the error names it."""
+
+        def step_ending_unanswered(state: IterationState, event: Any) -> Step:
+            return attrs.evolve(step(state, event), effects=(ResetFollowUpCount(),))
+
+        monkeypatch.setattr(driver, "step", step_ending_unanswered)
+        host = Host(provider=ScriptProvider(completed()))
+
+        async def main() -> None:
+            with pytest.raises(TypeError, match=r"^a step ended with ResetFollowUpCount, which"):
+                await host.run()
+
+        run_on("trio", main)
+        assert host.leftovers() == []
 
     def test_the_reply_target_and_verbatim_flag_reach_the_provider(self) -> None:
         """`reply_to` and `verbatim` are in the request; streamed text replies to the target."""

@@ -199,13 +199,7 @@ class _Interpreter(StreamStage, BatchStage, ControlEffects):
                     self._outcome = _outcome(effect)
                     return
                 answer = performer(self, effect)
-                if answer is None:
-                    raise CoreMismatch(
-                        f"a step ended with {type(effect).__name__}, which answers nothing: a "
-                        "step must end with an awaited or a final effect "
-                        "(toolloop.engine.commands.AWAITED, FINAL)"
-                    )
-                event = await answer
+                event = _answer(effect, None if answer is None else await answer)
         except _Superseded:
             return
         except Exception as error:  # the attempt's failure, raised by `run_tool_loop`
@@ -243,6 +237,16 @@ _PERFORMERS: dict[type[Any], Performer] = {
 """Every effect but the final ones: the synchronous performers return None and are not
 awaited (a coroutine per effect is measurable); the awaited ones (`fx.AWAITED`) return
 an awaitable of the next event."""
+
+
+def _answer(effect: fx.Effect, event: Event | None) -> Event:
+    """The awaited effect's answer; a step ending in a fire-and-forget effect is a broken core."""
+    if event is None:
+        raise CoreMismatch(
+            f"a step ended with {type(effect).__name__}, which answers nothing: a step "
+            "must end with an awaited or a final effect (toolloop.engine.commands.AWAITED, FINAL)"
+        )
+    return event
 
 
 def _outcome(effect: fx.Effect) -> Outcome:

@@ -39,7 +39,7 @@ from toolloop.effects.ports import (
     ToolInvocation,
 )
 from toolloop.effects.registry import ToolCall, ToolRegistry
-from toolloop.engine.commands import NoticeKey, ResetFollowUpCount, SendNotice
+from toolloop.engine.commands import Level, NoticeKey, ResetFollowUpCount, SendNotice
 from toolloop.engine.events import StreamEnded, ToolSettled
 from toolloop.engine.step import Step, step
 from toolloop.states import (
@@ -597,19 +597,28 @@ class TestFinalEffects:
         run_on("trio", main)
         assert host.leftovers() == []
 
+    @pytest.mark.parametrize(
+        "last",
+        [
+            ResetFollowUpCount(),
+            SendNotice(key=NoticeKey.STILL_WORKING, level=Level.INFO, hidden=True, iteration=0),
+        ],
+        ids=["performed-at-once", "awaited"],
+    )
     def test_a_step_ending_in_a_fire_and_forget_effect_is_a_type_error_naming_it(
-        self, monkeypatch: pytest.MonkeyPatch
+        self, monkeypatch: pytest.MonkeyPatch, last: Any
     ) -> None:
         """A step whose last effect answers nothing is a broken core: the error names it."""
 
         def step_ending_unanswered(state: IterationState, event: Any) -> Step:
-            return attrs.evolve(step(state, event), effects=(ResetFollowUpCount(),))
+            return attrs.evolve(step(state, event), effects=(last,))
 
         monkeypatch.setattr(driver, "step", step_ending_unanswered)
         host = Host(provider=ScriptProvider(completed()))
+        name = type(last).__name__
 
         async def main() -> None:
-            with pytest.raises(TypeError, match=r"^a step ended with ResetFollowUpCount, which"):
+            with pytest.raises(TypeError, match=rf"^a step ended with {name}, which answers"):
                 await host.run()
 
         run_on("trio", main)

@@ -31,7 +31,9 @@
   unwatched, watched by an `Inspector` served on loopback with no page open,
   and watched by one served
   with one page (an SSE client on its own thread) following `/api/events`;
-  both servers run throughout, so a side pays only for what differs. Process
+  both servers run throughout, so a side pays only for what differs. The
+  headline, stable run to run: each side's instructions per iteration under
+  valgrind, round by round (`tests/bench/inspector_counts.py`). Then process
   CPU per iteration (the servers' and the client's threads included), best of
   `INSPECTOR_ROUNDS` (the sides' order turning each round, the heap collected
   before each) and each round against its own unwatched run (median and
@@ -63,7 +65,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.bench import tracing_counts
+from tests.bench import inspector_counts, tracing_counts
 from tests.bench.bench_loop import REGISTRY, TURN, Scripted
 from tests.bench.sdk_calls import EVENTS, POINTS, SPANS, SdkCalls
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
@@ -483,7 +485,12 @@ def main() -> None:
 
 
 def inspector_figures() -> None:
-    """The inspector's figures: cost per side and backend, the page's updates, memory."""
+    """The inspector's figures: instructions, CPU per side and backend, the page's updates,
+    memory."""
+    if inspector_counts.available():
+        inspector_counts.report()
+    else:
+        print("inspector instructions: valgrind is not installed, no figure")
     print(f"inspector, {load()}")
     for backend in ("asyncio", "trio"):
         measured = inspector(backend)

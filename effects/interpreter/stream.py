@@ -17,8 +17,8 @@ from toolloop.effects.ports import (
     approvals_needed,
     exclusive_flags,
 )
+from toolloop.engine import build, tool_call
 from toolloop.engine import commands as fx
-from toolloop.engine import tool_call
 from toolloop.engine.events import StopRequest, StreamEnded
 from toolloop.states import ProviderDescriptor, StreamError, StreamResult, StreamStatus
 from toolloop.states.loop_config import in_seconds
@@ -72,10 +72,10 @@ class StreamStage(Announcer):
             _log_failed_stream(self.provider.descriptor, sink.span, result)
         stop = self.control.pending_request()
         if sink.went_silent:  # the machine sends its notice (SPEC 5)
-            return StreamEnded(result=result, stop=stop, went_silent=True)
+            return build.stream_ended(result=result, stop=stop, went_silent=True)
         exclusive = exclusive_flags(self.registry, result.calls)
         approval = self._approval(result)
-        return StreamEnded(result=result, stop=stop, exclusive=exclusive, approval=approval)
+        return build.stream_ended(result=result, stop=stop, exclusive=exclusive, approval=approval)
 
     def _approval(self, result: StreamResult) -> tuple[bool, ...]:
         """The registry's answer for each call of the stream (`approvals_needed`)."""

@@ -9,6 +9,7 @@ from toolloop.effects.interpreter.batch_calls import Started
 from toolloop.effects.interpreter.calls import ToolRun, failure
 from toolloop.effects.notices import identity, progress_notice
 from toolloop.effects.ports import StreamingContext, ToolInvocation
+from toolloop.engine import build
 from toolloop.engine import commands as fx
 from toolloop.engine.events import ToolSettled
 from toolloop.states import ToolContext, ToolResult
@@ -70,7 +71,7 @@ class ToolStage(Announcer):
     def _tool_settled(self, run: ToolRun | Started, result: ToolResult) -> ToolSettled:
         """The event of a call's outcome, inline (`ToolRun`) or of a batch (`Started`)."""
         effect, descriptor = run.effect, self.provider.descriptor
-        return ToolSettled(
+        return build.tool_settled(
             result=result,
             requires_follow_up=self.registry.requires_follow_up(
                 effect.call.name, descriptor, descriptor.server

@@ -12,6 +12,7 @@ import pytest
 
 from toolloop.engine import build
 from toolloop.engine.commands import DispatchTool, Level, Log, StreamOnce
+from toolloop.engine.events import StopRequest, StreamEnded, ToolSettled
 from toolloop.engine.step import Step, _step, initial_state
 from toolloop.engine.table import Move
 from toolloop.states import (
@@ -24,6 +25,7 @@ from toolloop.states import (
     StreamStatus,
     ToolContext,
     ToolHistoryEntry,
+    ToolResult,
     TurnSettings,
 )
 
@@ -70,6 +72,10 @@ CASES: list[tuple[Callable[..., Any], type, dict[str, Any]]] = [
         ToolHistoryEntry,
         {"function_call": CALL, "function_response": {"name": "web_search"}},
     ),
+]
+CASES += [
+    (build.stream_ended, StreamEnded, {"result": STREAM, "stop": StopRequest.FOLLOW_UP}),
+    (build.tool_settled, ToolSettled, {"result": ToolResult(success=True), "duration_ms": 7}),
 ]
 IDS = [cls.__name__ for _, cls, _ in CASES]
 

@@ -40,6 +40,8 @@ from toolloop.states.errors import InvalidOption
 
 TIMELINE_LIMIT = 200
 """Steps a turn's timeline keeps (the newest), each with the entries it made."""
+STEP_ITEMS = 6
+"""Items a step adds to its turn's timeline (`TurnView.timeline`)."""
 SEP = "\x1e"
 """Between the entries of one step's text (no tool name holds it: `_plain`)."""
 ROW = ("id", "channel", "attempt", "iteration", "phase", "status", "finished")
@@ -74,9 +76,11 @@ class TurnView:
         self.phase, self.attempt, self.iteration = "idle", -1, 0
         self.status: str | None = None
         self.finished = False
-        self.timeline: deque[Any] = deque(maxlen=3 * TIMELINE_LIMIT)
-        """Three items a step: the loop's clock, the attempt, and the step's entries (kind,
-        text; a move's also source, dest, rule), each after a SEP, their fields by tabs."""
+        self.timeline: deque[Any] = deque(maxlen=STEP_ITEMS * TIMELINE_LIMIT)
+        """`STEP_ITEMS` items a step: the loop's clock, the attempt, and the step's entries
+        (kind, text; a move's also source, dest, rule), each after a SEP, their fields by
+        tabs: what its event ended (and a tool's duration, or None), its move (a `MOVES`
+        entry, the text fourth), what its effects started."""
         self.version = 0
         """Bumped by every change, so a page's push sends only the turns changed since its last."""
 
@@ -98,13 +102,14 @@ class TurnView:
         """A step: the phase moves; the call it ends, the move, the calls and notices it starts.
 
         Everything is read off the step (the event and its effects), so the loop builds
-        no host event for the inspector. The move's text is made once per move and found
-        by one lookup (`MOVES`); the rest by the event's and each effect's type, inline:
-        a Python call costs more than most of what a step records. The step's time is
-        kept as the clock gave it, formatted only when a page asks for the turn. A step
-        adds three items to the timeline in one `extend`, no object of its own: a step's
-        tuple or dict would be an object the cyclic garbage collector tracks, and one
-        string per step is all the text allocates.
+        no host event for the inspector. A step adds `STEP_ITEMS` items to the timeline in
+        one `extend`: the loop's clock (formatted only when a page asks for the turn), the
+        attempt, what the event ended (a tool's duration apart), the move's `MOVES` entry
+        and what the effects started. Texts are made once (per move, per tool name:
+        `MOVES`, `NAMED`) and found by one lookup: a step formats nothing.
+        Inline, with no object of its own: a Python call costs more than most of what a
+        step records, and a step's tuple or dict would be an object the cyclic garbage
+        collector tracks.
         """
         now = self._now
         if now is None:
@@ -117,34 +122,36 @@ class TurnView:
         made = MOVES.get(move)
         if made is None or made[0] is not source or made[1] is not kind or made[2] is not dest:
             made = _made(source, kind, move, dest)
-        text = made[3]
+        ended = started = ""
+        took = None
         if kind is ToolSettled:
             pending = state.pending
             if pending is not None:
                 name = settled_name(pending, seen.index)
-                outcome = "succeeded" if seen.result.success else "failed"
-                text = f"{SEP}tool\t{_plain(name)} {outcome} in {seen.duration_ms} ms{text}"
+                named = NAMED.get(name) or _named(name)
+                ended, took = named[1 if seen.result.success else 2], seen.duration_ms
         elif kind is StreamEnded:
-            text = STREAM_ENDED[seen.result.status._name_] + text
+            ended = STREAM_ENDED[seen.result.status._name_]
         elif kind is TurnStarted:
             self.attempt += 1
         elif kind is ApprovalDecided:
-            text = _approval_decided(self.attempt, state, seen, out) + text
+            ended = _approval_decided(self.attempt, state, seen, out)
         for effect in effects:
-            started = STARTED.get(type(effect))
-            if started is None:
+            shown = STARTED.get(type(effect))
+            if shown is None:
                 continue
-            if started is _NAMED:
-                text += f"{SEP}tool\t{_plain(effect.call.name)} started"
-            elif started is _FINISHED:
+            if shown is _NAMED:
+                name = effect.call.name
+                shown = (NAMED.get(name) or _named(name))[0]
+            elif shown is _FINISHED:
                 self.status = effect.result.status._value_
-            elif started is _NOTICE:
-                text += NOTICES[effect.key._name_]
-            elif started is _ASKED:
-                text += f"{SEP}approval\t{_plain(effect.request.tool)} waits for approval"
-            else:
-                text += started
-        self.timeline.extend((now(), self.attempt, text))
+                continue
+            elif shown is _NOTICE:
+                shown = NOTICES[effect.key._name_]
+            elif shown is _ASKED:
+                shown = f"{SEP}approval\t{_plain(effect.request.tool)} waits for approval"
+            started = shown if not started else started + shown
+        self.timeline.extend((now(), self.attempt, ended, took, made, started))
         self.phase, self.iteration = made[4], after.iteration
         self.version += 1
 
@@ -171,10 +178,15 @@ class TurnView:
     def detail(self) -> dict[str, Any]:
         """The summary and the timeline, oldest first."""
         items = list(self.timeline)  # one C call: whole steps, whatever the loop does meanwhile
+        steps = (items[at::STEP_ITEMS] for at in range(STEP_ITEMS))
         timeline = [
             entry
-            for at, attempt, text in zip(items[::3], items[1::3], items[2::3], strict=True)
-            for entry in _entries(round((at - self._started) * 1000), attempt, text)
+            for at, attempt, ended, took, made, started in zip(*steps, strict=True)
+            for entry in _entries(
+                round((at - self._started) * 1000),
+                attempt,
+                (ended if took is None else f"{ended} in {took} ms") + made[3] + started,
+            )
         ]
         return {**self.summary(), "timeline": timeline}
 
@@ -243,6 +255,25 @@ STARTED: dict[type, Any] = {
 """What each effect a timeline shows adds after the move: its text, or what makes it (a
 tool's name, a notice's key, an approval's tool; the turn's status); the step's other
 effects are passed over with one lookup."""
+
+
+NAMED: dict[str, tuple[str, str, str]] = {}
+"""By tool name: its text when it starts, when it succeeds and when it fails (its
+duration added when a page asks)."""
+NAMED_LIMIT = 1_000
+"""Tool names `NAMED` keeps at most: a model can make up any number of them."""
+
+
+def _named(name: str) -> tuple[str, str, str]:
+    """A tool name's `NAMED` texts, made the first time it is seen."""
+    named = NAMED.get(name)
+    if named is None:
+        if len(NAMED) >= NAMED_LIMIT:
+            NAMED.clear()
+        plain = _plain(name)
+        tool = f"{SEP}tool\t{plain}"
+        named = NAMED[name] = (f"{tool} started", f"{tool} succeeded", f"{tool} failed")
+    return named
 
 
 def _plain(name: str) -> str:

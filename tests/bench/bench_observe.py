@@ -70,6 +70,7 @@ from tests.bench.bench_loop import REGISTRY, TURN, Scripted
 from tests.bench.sdk_calls import EVENTS, POINTS, SPANS, SdkCalls
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.inspect import Inspector, serve_in_thread
+from toolloop.effects.inspect.board import STEP_ITEMS
 from toolloop.effects.interpreter import run_tool_loop
 from toolloop.effects.observe import host_events
 from toolloop.effects.providers.openai_compat import OpenAICompatProvider
@@ -327,7 +328,7 @@ def held() -> tuple[float, float]:
         kept = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    steps = sum(len(view.timeline) // 3 for view in watcher.turns())
+    steps = sum(len(view.timeline) // STEP_ITEMS for view in watcher.turns())
     return kept / TURNS, kept / steps
 
 

@@ -126,22 +126,22 @@ class ToolRegistryPort(Protocol):
 
 def approvals_needed(
     registry: ToolRegistryPort,
-    calls: Sequence[FunctionCall],
+    result: StreamResult,
     context: Callable[[], ToolContext],
 ) -> tuple[bool, ...]:
-    """The registry's answer for each call: it needs approval (SPEC 6c); () when none does.
+    """The registry's answer for each call of `result`: it needs approval (SPEC 6c); () when
+    none does.
 
     Asked about each call only when it may ask at all: a registry that says none of its
     tools does (`asks_approval`), or one written before approval existed (no
     `needs_approval`), is asked nothing more, and `context` is never built for it.
     """
-    if not calls:
-        return ()
     asks_approval = getattr(registry, "asks_approval", None)
     if asks_approval is not None and not asks_approval():
         return ()
     needs_approval = getattr(registry, "needs_approval", None)
-    if needs_approval is None:
+    calls = result.batch
+    if needs_approval is None or not calls:
         return ()
     made = context()
     needs = tuple(

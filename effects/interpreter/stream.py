@@ -20,7 +20,13 @@ from toolloop.effects.ports import (
 from toolloop.engine import build, tool_call
 from toolloop.engine import commands as fx
 from toolloop.engine.events import StopRequest, StreamEnded
-from toolloop.states import ProviderDescriptor, StreamError, StreamResult, StreamStatus
+from toolloop.states import (
+    ProviderDescriptor,
+    StreamError,
+    StreamResult,
+    StreamStatus,
+    ToolContext,
+)
 from toolloop.states.loop_config import in_seconds
 
 # Read on every stream, so module names: a member read off its Enum class is a
@@ -78,18 +84,15 @@ class StreamStage(Announcer):
         if sink.went_silent:  # the machine sends its notice (SPEC 5)
             return build.stream_ended(result=result, stop=stop, went_silent=True)
         exclusive = exclusive_flags(self.registry, result.calls)
-        approval = self._approval(result)
+        approval = approvals_needed(self.registry, result, self._tool_context)
         return build.stream_ended(result=result, stop=stop, exclusive=exclusive, approval=approval)
 
-    def _approval(self, result: StreamResult) -> tuple[bool, ...]:
-        """The registry's answer for each call of the stream (`approvals_needed`)."""
+    def _tool_context(self) -> ToolContext:
+        """What a tool would be told in the state the stream answers to: the approval
+        rules read it (`approvals_needed` builds it only for a registry that may ask)."""
         state = self._state
-        return approvals_needed(
-            self.registry,
-            result.batch,
-            lambda: tool_call.tool_context(
-                self.turn, state.iteration, state.short_term_memory_updated, state.context.items
-            ),
+        return tool_call.tool_context(
+            self.turn, state.iteration, state.short_term_memory_updated, state.context.items
         )
 
     async def _abandoned(self, sink: Sink) -> StreamResult:

@@ -416,8 +416,14 @@ def compiled_check(schema: Any) -> Check | None:
     if not isinstance(schema, dict):
         return None
     checks: list[Check] = []
+    fused = schema.get("type") == "object"
+    if fused:  # the usual root: the type and the object keywords as one predicate
+        check = _object(schema)
+        if check is None:
+            return None
+        checks.append(check)
     for keyword, value in schema.items():
-        if keyword in _ANNOTATIONS:
+        if keyword in _ANNOTATIONS or (fused and keyword in _OBJECT_KEYWORDS):
             continue
         check = _keyword(keyword, value, schema)
         if check is None:
@@ -493,6 +499,37 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Check | None:
             return lambda item: not isinstance(item, str) or search(item) is not None
         case _:
             return None
+
+
+#: The keywords `_object` compiles into one predicate with `"type": "object"`.
+_OBJECT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties"})
+
+
+def _object(schema: dict[str, Any]) -> Check | None:
+    """`"type": "object"` with its `properties`, `required` and `additionalProperties`.
+
+    Each alone is a predicate that first asks whether the value is an object; a
+    tool's arguments always are, so together they ask once, in one call per check.
+    """
+    properties = schema.get("properties", {})
+    subschemas = {name: compiled_check(subschema) for name, subschema in properties.items()}
+    if None in subschemas.values():
+        return None
+    pairs: tuple[tuple[str, Check], ...] = tuple(subschemas.items())  # type: ignore[arg-type]
+    required = frozenset(schema.get("required", ()))
+    rest = _additional(schema.get("additionalProperties", True), frozenset(properties))
+    if rest is None:
+        return None
+
+    def object_check(item: Any) -> bool:
+        if not isinstance(item, dict) or not item.keys() >= required:
+            return False
+        for name, check in pairs:
+            if name in item and not check(item[name]):
+                return False
+        return rest is _yes or rest(item)
+
+    return object_check
 
 
 def _properties(subschemas: dict[str, Check]) -> Check:

@@ -477,17 +477,21 @@ def _checked(name: str, result: ToolResult) -> ToolResult:
 
     The data is cut as JSON text; `error` and `message` as text.
     """
-    data, error, message = result.data, result.error, result.message
-    try:
+    data, error, message, metadata = (
+        result.data,
+        result.error,
+        result.message,
+        result.image_metadata,
+    )
+    try:  # each by itself: a loop over the four costs more than the usual one check
         if data is not None:
             check_json(data, where="data")
-        for where, value in (
-            ("image_metadata", result.image_metadata),
-            ("error", error),
-            ("message", message),
-        ):
-            if value is not None:
-                check_json(value, where=where)
+        if metadata is not None:
+            check_json(metadata, where="image_metadata")
+        if error is not None:
+            check_json(error, where="error")
+        if message is not None:
+            check_json(message, where="message")
     except JsonInputError as refused:
         return _failure(
             f'tool "{name}" returned {refused.where} that is not JSON: {refused.problem}'

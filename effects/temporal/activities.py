@@ -130,7 +130,7 @@ class TurnActivities:
             result=result,
             calls=_facts(ports, given.config, result),
             exclusive=exclusive_flags(registry, result.calls),
-            approval=approvals_needed(registry, result.batch, lambda: given.context),
+            approval=approvals_needed(registry, result, lambda: given.context),
             went_silent=sink.went_silent,
         )
 

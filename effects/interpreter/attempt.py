@@ -124,7 +124,7 @@ class Attempt:
         self.control.register_kill(call)
         self._current = call
         self._alarm.arm(call.deadline)
-        if isinstance(call, Sink) and call.interruptible:
+        if call.interruptible:
             self._alarm.wake()  # the supervisor now waits for a follow-up too
         if self._killed.is_set():  # killed between calls: this one ends at once too
             call()

@@ -69,6 +69,9 @@ class Call:
 
     __slots__ = ("_alarm", "_runner", "deadline", "effect", "killed", "open", "settled", "taken")
 
+    interruptible = False
+    """A follow-up ends this call (SPEC 5): only a stream's, before the chain is active."""
+
     def __init__(
         self, effect: Any, runner: TaskHandle[None], alarm: Alarm, deadline: float
     ) -> None:
@@ -117,7 +120,8 @@ class ToolRun(Call):
     ) -> None:
         self.started = alarm.now()
         self.timeout_ms = timeout_ms
-        super().__init__(effect, runner, alarm, self.started + timeout_ms / 1000)
+        # The base named, not super(): a super object per call is measurable.
+        Call.__init__(self, effect, runner, alarm, self.started + timeout_ms / 1000)
 
 
 class Sink(Call):
@@ -135,6 +139,7 @@ class Sink(Call):
         "first_chunk",
         "follow_ups",
         "interrupted",
+        "interruptible",
         "parts",
         "span",
         "went_silent",
@@ -151,12 +156,13 @@ class Sink(Call):
         follow_ups: TurnControl | None,
         first_chunk: Callable[[], None] | None,
     ) -> None:
-        super().__init__(effect, runner, alarm, alarm.now() + timeout)
+        Call.__init__(self, effect, runner, alarm, alarm.now() + timeout)  # as ToolRun
         self.first_chunk = first_chunk
         """Called at the first `progress`, then dropped: the host's first-chunk event."""
         self._channel, self._timeout = channel, timeout
         self.follow_ups = follow_ups
         """The turn control while the chain is not active: a follow-up ends this stream."""
+        self.interruptible = follow_ups is not None
         self.parts: list[str] = []
         self.span = span
         self.interrupted = False
@@ -208,11 +214,6 @@ class Sink(Call):
         result = await stream
         self.check_follow_up()
         return result
-
-    @property
-    def interruptible(self) -> bool:
-        """A follow-up ends this stream: it started before the tool chain was active."""
-        return self.follow_ups is not None
 
     @property
     def text(self) -> str:

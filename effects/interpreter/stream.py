@@ -61,7 +61,6 @@ class StreamStage(Announcer):
             follow_ups,
             first_chunk,
         )
-        sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
         request = StreamRequest(
             turn=self.turn,
             once=effect,
@@ -73,6 +72,7 @@ class StreamStage(Announcer):
         self.channel.stream_started(span)
         stream = self.provider.stream(request, sink)
         if sink.interruptible:
+            sink.check_follow_up()  # a follow-up pending when the stream starts ends it at once
             stream = sink.watch(stream)
         return self._call(sink, stream, self._stream_ended)
 

@@ -18,7 +18,7 @@ real adapter and server; an iteration is a provider call). A last side, in memor
 is the SDK alone making the calls a `TurnTrace` makes into it, with no toolloop code
 and no turn (`tests/bench/sdk_calls.py`): the floor of a trace of that shape.
 
-    python -m tests.bench.tracing_counts            # every figure, ~10 min on 2 cores
+    python -m tests.bench.tracing_counts            # every figure: 24 processes, 2 at once
     python -m tests.bench.tracing_counts run in-memory asyncio untraced 10   # one process
 """
 

@@ -7,12 +7,12 @@ from collections.abc import Awaitable
 
 import anyio
 
+from toolloop.effects import port_values
 from toolloop.effects.interpreter.announce import Announcer
 from toolloop.effects.interpreter.attempt import log
 from toolloop.effects.interpreter.calls import Sink
 from toolloop.effects.observe import StreamFirstChunk
 from toolloop.effects.ports import (
-    StreamRequest,
     StreamSpan,
     approvals_needed,
     exclusive_flags,
@@ -40,7 +40,7 @@ class StreamStage(Announcer):
     __slots__ = ()
 
     def _stream_once(self, effect: fx.StreamOnce) -> Awaitable[StreamEnded]:
-        span = StreamSpan(
+        span = port_values.stream_span(
             attempt=self.attempt,
             iteration=effect.iteration,
             reply_to=self.reply_to,
@@ -61,7 +61,7 @@ class StreamStage(Announcer):
             follow_ups,
             first_chunk,
         )
-        request = StreamRequest(
+        request = port_values.stream_request(
             turn=self.turn,
             once=effect,
             tools=self.registry.specs(self.provider.descriptor),

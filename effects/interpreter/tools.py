@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from toolloop.effects import port_values
 from toolloop.effects.interpreter.announce import Announcer
 from toolloop.effects.interpreter.batch_calls import Started
 from toolloop.effects.interpreter.calls import ToolRun, failure
@@ -32,7 +33,7 @@ class ToolStage(Announcer):
         self, effect: fx.DispatchTool | fx.StartTool, run: ToolRun | Started
     ) -> ToolInvocation:
         """What the running call gets: the turn's kill signal, its notices, its stream."""
-        return ToolInvocation(
+        return port_values.tool_invocation(
             killed=self._killed,
             notify=self._progress_notice(effect.context, run),
             streaming=self._streaming_context(effect),

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 import pytest
 
+from tests.builder_checks import assert_makes_what_the_class_makes, assert_takes_the_fields
 from toolloop.engine import build
 from toolloop.engine.commands import DispatchTool, Level, Log, StreamOnce
 from toolloop.engine.events import StopRequest, StreamEnded, ToolSettled
@@ -85,20 +84,7 @@ def test_a_builder_takes_its_classs_fields_with_the_same_defaults(
     builder: Callable[..., Any], cls: type, fields: dict[str, Any]
 ) -> None:
     """Keyword-only parameters named as the fields, in order; a factory's default is None."""
-    parameters = inspect.signature(builder).parameters.values()
-    assert all(parameter.kind is inspect.Parameter.KEYWORD_ONLY for parameter in parameters)
-    expected = [
-        (field.alias, None if isinstance(field.default, attrs.Factory) else field.default)  # type: ignore[arg-type]
-        for field in attrs.fields(cls)
-    ]
-    found = [
-        (
-            parameter.name,
-            attrs.NOTHING if parameter.default is parameter.empty else parameter.default,
-        )
-        for parameter in parameters
-    ]
-    assert found == expected
+    assert_takes_the_fields(builder, cls)
 
 
 @pytest.mark.parametrize(("builder", "cls", "fields"), CASES, ids=IDS)
@@ -106,13 +92,7 @@ def test_a_builder_makes_the_value_its_class_makes(
     builder: Callable[..., Any], cls: type, fields: dict[str, Any]
 ) -> None:
     """Equal, with the same fields set (defaults filled) and the dict as small (keys shared)."""
-    built, called = builder(**fields), cls(**fields)
-    assert type(built) is cls and built == called
-    for field in attrs.fields(cls):
-        assert getattr(built, field.name) == getattr(called, field.name)
-    if hasattr(called, "__dict__"):
-        assert list(vars(built)) == list(vars(called))
-        assert sys.getsizeof(vars(built)) == sys.getsizeof(vars(called))
+    assert_makes_what_the_class_makes(builder, cls, fields)
 
 
 def test_a_log_without_fields_gets_a_dict_of_its_own() -> None:

@@ -28,7 +28,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -179,7 +179,12 @@ class Telemetry:
         active = span.is_recording() or self.measuring()
         models = [_model(attempt) for attempt in attempts] if active else []
         traced = TurnTrace(self, span, models, active=active)
-        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+        current: AbstractContextManager[Any] = (
+            nullcontext()  # the API's no-op tracer hands back the span already current
+            if span is trace.get_current_span()
+            else trace.use_span(span, record_exception=False, set_status_on_exception=False)
+        )
+        with current:
             try:
                 yield traced
             except BaseException as error:

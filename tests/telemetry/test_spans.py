@@ -347,6 +347,15 @@ async def test_without_an_sdk_the_hooks_are_none_so_the_loop_calls_nothing() -> 
         assert (trace.observer, trace.on_event) == (None, None)
 
 
+def test_a_span_the_bot_starts_during_the_turn_is_under_the_turn_span() -> None:
+    """The turn span is made current while the turn runs, so a bot's own spans nest under it."""
+    recorded = Recorded()
+    with recorded.telemetry.turn(TurnSettings()):
+        recorded.telemetry.tracer.start_span("the bot's own").end()
+    (own,) = recorded.named("the bot's own")
+    assert own.parent is not None and own.parent.span_id == recorded.turn_span().context.span_id
+
+
 class UnrecordedSpan(trace.NonRecordingSpan):
     """A span its sampler dropped that logs every call made on it."""
 

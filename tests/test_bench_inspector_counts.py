@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench.inspector_counts import (
+    IDLE,
     NO_PAGE,
     ONE_PAGE,
     SIDES,
@@ -17,7 +18,9 @@ from tests.bench.inspector_counts import (
     dumped,
     lines,
     order,
+    plan,
     segments,
+    shared_out,
 )
 from tests.bench.versus import HERE
 
@@ -83,9 +86,11 @@ def test_a_watched_side_is_shown_against_the_unwatched_run_of_its_own_round() ->
         },
         "slowdown": 60.0,
         "full speed": 1.5,
+        "clock": 2e6,
     }
     shown = list(lines("asyncio", measured))
     assert "60 times slower" in shown[0] and "at most 15 pushes a run" in shown[0]
+    assert "ticks) 2.0M instructions a second" in shown[0]
     assert shown[2].endswith(
         "110.0k, 104.0k instructions per iteration, round by round (+10.0%, +30.0% added)"
     )
@@ -117,3 +122,23 @@ def test_without_valgrind_the_run_stops_saying_what_is_missing() -> None:
     result = run_module("trio", path=str(HERE / "no-such-dir"))
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr.startswith("inspector_counts: valgrind is not installed")
+
+
+def test_the_clocks_work_is_kept_at_its_full_speed_share() -> None:
+    """Idle: 2,000 instructions a second. A 10 s run at a slowdown of 10 made 20,000 by the
+    clock and keeps a tenth: 1,010,000 - 18,000 = 992,000 over bench_observe's 10,000
+    iterations."""
+    sides = [IDLE, UNWATCHED, NO_PAGE, ONE_PAGE, IDLE]
+    counts = [20_000, 1_010_000, 1_110_000, 1_010_000, 60_000]
+    told = {"slowdown": 10.0, "walls": [10.0, 10.0, 10.0, 20.0, 30.0], "pushes": [0, 1, 0, 5, 0]}
+    shared = shared_out(sides, counts, told, full_speed=1.0)
+    assert shared["clock"] == 2_000
+    assert shared["runs"] == {
+        UNWATCHED: [(99.2, 1)],
+        NO_PAGE: [(109.2, 0)],
+        ONE_PAGE: [(97.4, 5)],
+    }
+
+
+def test_the_child_runs_the_sides_between_two_idle_runs() -> None:
+    assert plan(1) == [IDLE, UNWATCHED, NO_PAGE, ONE_PAGE, IDLE]

@@ -50,6 +50,8 @@ WARM_TURNS = 50
 runs a wave of 1,000 turns in about a minute on an idle core, and many on a busy one)."""
 RATE = 10.0
 """The pushes a second a page asks for at full speed: `serve_in_thread`'s default."""
+IDLE, IDLE_SECONDS = "idle", 20.0
+"""A run of no turns: what the servers and the page do by the clock alone, a second."""
 MARK = "os_getppid"
 """The C function behind `os.getppid`: callgrind dumps its counters as it is entered."""
 SUMMARY = re.compile(r"^summary: (\d+)$", re.MULTILINE)
@@ -90,10 +92,15 @@ def order(rounds: int) -> list[str]:
     return sides
 
 
+def plan(rounds: int) -> list[str]:
+    """What the child runs between its marks: the sides' `order`, an idle run before and after."""
+    return [IDLE, *order(rounds), IDLE]
+
+
 def child(backend: str, full_speed: float, rounds: int) -> None:
     """The counted process: a timed unwatched wave, the servers and the page, then the sides.
 
-    Prints (JSON) its slowdown and the page's pushes during each side's run.
+    Prints (JSON) its slowdown, and the page's pushes and the wall time of each run.
     """
     from tests.bench import bench_observe as bench
     from toolloop.effects.inspect import Inspector, serve_in_thread
@@ -104,7 +111,7 @@ def child(backend: str, full_speed: float, rounds: int) -> None:
         NO_PAGE: lambda: unfollowed.watch(bench.TURN),
         ONE_PAGE: lambda: followed.watch(bench.TURN),
     }
-    served, pushes = [], []
+    served, pushes, walls = [], [], []
 
     async def sides() -> float:
         started = time.monotonic()
@@ -117,11 +124,15 @@ def child(backend: str, full_speed: float, rounds: int) -> None:
             await wave(watch, WARM_TURNS)
         while not page.pushes:
             await anyio.sleep(0.1)
-        for side in order(rounds):
+        for side in plan(rounds):
             gc.collect()
-            before = len(page.pushes)
+            before, started = len(page.pushes), time.monotonic()
             os.getppid()
-            await wave(watches[side])
+            if side == IDLE:
+                await anyio.sleep(IDLE_SECONDS)
+            else:
+                await wave(watches[side])
+            walls.append(time.monotonic() - started)
             pushes.append(len(page.pushes) - before)
         os.getppid()
         page.close()
@@ -132,7 +143,7 @@ def child(backend: str, full_speed: float, rounds: int) -> None:
     finally:
         for running in served:
             running.stop()
-    print(json.dumps({"slowdown": slowdown, "pushes": pushes}))
+    print(json.dumps({"slowdown": slowdown, "pushes": pushes, "walls": walls}))
 
 
 def dumped(folder: Path) -> list[int]:
@@ -161,7 +172,6 @@ def segments(dumps: list[int], sides: list[str]) -> list[int]:
 
 def counted(backend: str, full_speed: float, rounds: int) -> dict[str, Any]:
     """A child under callgrind: each side's instructions per iteration and pushes, by run."""
-    from tests.bench import bench_observe as bench
 
     with tempfile.TemporaryDirectory(prefix="toolloop-inspector-counts-") as scratch:
         command = [
@@ -181,14 +191,38 @@ def counted(backend: str, full_speed: float, rounds: int) -> dict[str, Any]:
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(command[4:])} failed:\n{done.stderr[-2000:]}")
-        sides = order(rounds)
+        sides = plan(rounds)
         counts = segments(dumped(Path(scratch)), sides)
     told = json.loads(done.stdout.splitlines()[-1])
+    return shared_out(sides, counts, told, full_speed)
+
+
+def shared_out(
+    sides: list[str], counts: list[int], told: dict[str, Any], full_speed: float
+) -> dict[str, Any]:
+    """Each side's instructions per iteration, the clock's work counted at full speed.
+
+    The servers tick and the page's stream checks its turns by the clock, so under
+    valgrind they run `slowdown` times more often per turn than at full speed. The idle
+    runs give their instructions a second; a side's run keeps `1 / slowdown` of what
+    its wall time made of them, the share its run at full speed would have.
+    """
+    from tests.bench import bench_observe as bench
+
+    slowdown, walls = told["slowdown"], told["walls"]
+    idle = [
+        (count, wall)
+        for side, count, wall in zip(sides, counts, walls, strict=True)
+        if side == IDLE
+    ]
+    clock = sum(count for count, _ in idle) / sum(wall for _, wall in idle)
     iterations = bench.TURNS * (bench.TURN_CALLS + 1)
     runs: dict[str, list[tuple[float, int]]] = {side: [] for side in SIDES}
-    for side, count, pushed in zip(sides, counts, told["pushes"], strict=True):
-        runs[side].append((count / iterations, pushed))
-    return {"runs": runs, "slowdown": told["slowdown"], "full speed": full_speed}
+    for side, count, wall, pushed in zip(sides, counts, walls, told["pushes"], strict=True):
+        if side != IDLE:
+            kept = count - clock * wall * (1 - 1 / slowdown)
+            runs[side].append((kept / iterations, pushed))
+    return {"runs": runs, "slowdown": slowdown, "full speed": full_speed, "clock": clock}
 
 
 def lines(backend: str, measured: dict[str, Any]) -> Iterator[str]:
@@ -199,7 +233,8 @@ def lines(backend: str, measured: dict[str, Any]) -> Iterator[str]:
         f"inspector instructions {backend}: valgrind ran {measured['slowdown']:.0f} times slower "
         f"than full speed ({measured['full speed']:.2f} s a run of 1,000 turns, so at most "
         f"{RATE * measured['full speed']:.0f} pushes a run); the page served at {RATE:g} "
-        "pushes/s over that"
+        f"pushes/s over that; the clock's work (servers' ticks) {measured['clock'] / 1e6:.1f}M "
+        "instructions a second, counted at full speed"
     )
     for side in SIDES:
         figures = [instructions for instructions, _ in runs[side]]

@@ -5,7 +5,8 @@ keyword call of an attrs class packs the keywords into a dict and unpacks them
 again for an `__init__` in a frame of its own. Each function here is written
 out by hand for one class of `toolloop.effects.ports`: it makes the instance
 with `object.__new__` and sets each field in the instance's own dict, one by
-one (so the dict keeps sharing its keys with the class's other instances),
+one (so the dict keeps sharing its keys with the class's other instances), or
+through its slot for the slotted `StreamSpan`,
 and takes the class's fields as keyword-only arguments of the same names,
 defaults and types, so mypy checks a call as it checks the class's.
 `tests/effects/test_port_values.py` holds each function to its class.
@@ -26,6 +27,14 @@ from toolloop.states import VERBATIM_TOOL_CALL_MAX_BUFFER_CHARS, ToolSpec, TurnS
 _new = object.__new__
 
 
+# A span is slotted (a waiting turn holds its stream's): its fields are set through the
+# slots' own setters, as attrs' `__init__` does, without fetching them on each call.
+_set_attempt, _set_iteration, _set_reply_to, _set_suppressed, _set_turn = (
+    vars(StreamSpan)[name].__set__
+    for name in ("attempt", "iteration", "reply_to", "suppressed", "turn")
+)
+
+
 def stream_span(
     *,
     attempt: int,
@@ -36,12 +45,11 @@ def stream_span(
 ) -> StreamSpan:
     """`StreamSpan(...)`: the channel is told of every stream."""
     span: StreamSpan = _new(StreamSpan)
-    fields = span.__dict__
-    fields["attempt"] = attempt
-    fields["iteration"] = iteration
-    fields["reply_to"] = reply_to
-    fields["suppressed"] = suppressed
-    fields["turn"] = turn
+    _set_attempt(span, attempt)
+    _set_iteration(span, iteration)
+    _set_reply_to(span, reply_to)
+    _set_suppressed(span, suppressed)
+    _set_turn(span, turn)
     return span
 
 

@@ -239,7 +239,7 @@ class Notice:
     """The persona's webhook identity when the turn speaks as one; None for the bot."""
 
 
-@attrs.frozen(kw_only=True, slots=False)  # built per stream: dict-backed is faster
+@attrs.frozen(kw_only=True)  # slotted: a waiting turn holds its stream's
 class StreamSpan:
     """One stream of a turn, as the channel sees it: its attempt and iteration are its identity."""
 

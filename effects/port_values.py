@@ -6,9 +6,9 @@ again for an `__init__` in a frame of its own. Each function here is written
 out by hand for one class of `toolloop.effects.ports`: it makes the instance
 with `object.__new__` and sets each field in the instance's own dict, one by
 one (so the dict keeps sharing its keys with the class's other instances), or
-through its slot for the slotted `StreamSpan`,
-and takes the class's fields as keyword-only arguments of the same names,
-defaults and types, so mypy checks a call as it checks the class's.
+through its slot for the slotted `StreamSpan`. It takes the class's fields as
+keyword-only arguments of the same names, defaults and types, so mypy checks a
+call as it checks the class's.
 `tests/effects/test_port_values.py` holds each function to its class.
 """
 

@@ -12,7 +12,15 @@ import attrs
 
 
 def assert_takes_the_fields(builder: Callable[..., Any], cls: type) -> None:
-    """Keyword-only parameters named as the fields, in order; a factory's default is None."""
+    """Keyword-only parameters named as the fields, in order; a factory's default is None.
+
+    And a class a builder may stand in for: one with no validator, converter or
+    `__attrs_post_init__`, which a builder, setting the fields itself, would skip.
+    """
+    assert not hasattr(cls, "__attrs_post_init__"), f"{cls.__name__} has a post-init"
+    for field in attrs.fields(cls):
+        assert field.validator is None, f"{cls.__name__}.{field.name} has a validator"
+        assert field.converter is None, f"{cls.__name__}.{field.name} has a converter"
     parameters = inspect.signature(builder).parameters.values()
     assert all(parameter.kind is inspect.Parameter.KEYWORD_ONLY for parameter in parameters)
     expected = [

@@ -67,6 +67,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.bench import inspector_counts, tracing_counts
 from tests.bench.bench_loop import REGISTRY, TURN, Scripted
+from tests.bench.instructions import have_valgrind
 from tests.bench.sdk_calls import EVENTS, POINTS, SPANS, SdkCalls
 from toolloop.effects.in_memory import MemoryTurnControl, RecordingChannel
 from toolloop.effects.inspect import Inspector, serve_in_thread
@@ -447,7 +448,7 @@ def load() -> str:
 
 def tracing_figures() -> None:
     """The tracing figures: instructions, the SDK's share of a replayed turn, then CPU times."""
-    if tracing_counts.available():
+    if have_valgrind():
         for line in tracing_counts.lines(tracing_counts.figures()):
             print(line, flush=True)
     else:
@@ -488,7 +489,7 @@ def main() -> None:
 def inspector_figures() -> None:
     """The inspector's figures: instructions, CPU per side and backend, the page's updates,
     memory."""
-    if inspector_counts.available():
+    if have_valgrind():
         inspector_counts.report()
     else:
         print("inspector instructions: valgrind is not installed, no figure")

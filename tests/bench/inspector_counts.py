@@ -28,7 +28,6 @@ import gc
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+
+from tests.bench.instructions import have_valgrind
 
 BACKENDS = ("asyncio", "trio")
 UNWATCHED, NO_PAGE, ONE_PAGE = "unwatched", "watched, no page", "watched, one page"
@@ -252,10 +253,6 @@ def lines(backend: str, measured: dict[str, Any]) -> Iterator[str]:
         )
 
 
-def available() -> bool:
-    return shutil.which("valgrind") is not None
-
-
 def report(wanted: tuple[str, ...] = BACKENDS) -> None:
     """Print the figures of the `wanted` backends, counted side by side."""
     full_speed = [timed_wave(backend) for backend in wanted]  # one at a time: no thread slows it
@@ -273,7 +270,7 @@ def main() -> None:
     unknown = [name for name in sys.argv[1:] if name not in BACKENDS]
     if unknown:
         sys.exit(f"inspector_counts: unknown backend {unknown}: choose from {list(BACKENDS)}")
-    if not available():
+    if not have_valgrind():
         sys.exit("inspector_counts: valgrind is not installed (apt-get install valgrind)")
     report(tuple(sys.argv[1:]) or BACKENDS)
 

@@ -102,6 +102,11 @@ def figure(farmed: Path, tree: Path, workload: str) -> float:
     return per_iteration(warm, measured, REPEATS[workload], iterations)
 
 
+def have_valgrind() -> bool:
+    """Whether valgrind is on PATH: every instruction-count bench needs it."""
+    return shutil.which("valgrind") is not None
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -109,7 +114,7 @@ def main() -> None:
     unknown = [name for name in wanted if name not in REPEATS]
     if unknown:
         sys.exit(f"instructions: unknown workload {unknown}: choose from {list(REPEATS)}")
-    if shutil.which("valgrind") is None:
+    if not have_valgrind():
         sys.exit(
             "instructions: valgrind is not installed (apt-get install valgrind); "
             "`python -m tests.bench.versus` gives timings without it"

@@ -25,7 +25,6 @@ and no turn (`tests/bench/sdk_calls.py`): the floor of a trace of that shape.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -35,7 +34,7 @@ from typing import Any
 
 import anyio
 
-from tests.bench.instructions import instructions_of, per_iteration
+from tests.bench.instructions import have_valgrind, instructions_of, per_iteration
 
 IN_MEMORY, HTTP, REPLAYED = "in-memory", "loopback-HTTP", "replayed"
 WORKLOADS = {IN_MEMORY: 101, HTTP: 3, REPLAYED: 101}
@@ -204,16 +203,12 @@ def lines(per: dict[tuple[str, str, str], float]) -> Iterator[str]:
         )
 
 
-def available() -> bool:
-    return shutil.which("valgrind") is not None
-
-
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "run":
         workload, backend, side, turns = sys.argv[2:6]
         child(workload, backend, side, int(turns))
         return
-    if not available():
+    if not have_valgrind():
         print("tracing instructions: valgrind is not installed, no figure")
         return
     for line in lines(figures()):

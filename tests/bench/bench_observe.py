@@ -27,27 +27,29 @@
   100-call turn's steps replayed into `host_events`, a `TurnTrace` on the
   bare tracer (host events included) and an inspector's `TurnView`, with no
   loop around them. CPU µs per iteration, best of many rounds.
-* Inspector: 1,000 concurrent 10-iteration turns (`WAVES` times over)
-  unwatched, watched by an `Inspector` served on loopback with no page open,
-  and watched by one served
-  with one page (an SSE client on its own thread) following `/api/events`;
-  both servers run throughout, so a side pays only for what differs. The
-  headline, stable run to run: each side's instructions per iteration under
-  valgrind, round by round (`tests/bench/inspector_counts.py`). Then process
-  CPU per iteration (the servers' and the client's threads included), best of
-  `INSPECTOR_ROUNDS` (the sides' order turning each round, the heap collected
-  before each) and each round against its own unwatched run (median and
-  range); goal: at most 10% added. And the page's update rate: pushes, bytes
-  and turns a push while the turns ran; and the memory the inspector holds for
-  1,000 finished turns it keeps (tracemalloc).
+* Inspector: 1,000 concurrent 10-iteration turns, started and ended all
+  through the run (`steady`): unwatched, unwatched again (the control: what
+  the machine alone moves a figure by), watched by an `Inspector` served on
+  loopback with no page open, and watched by one served with one page (an
+  SSE client in a process of its own, as a browser tab is) following
+  `/api/events`; both servers run throughout, so a side pays only for what
+  differs. Each side's instructions per iteration under valgrind, round by
+  round (`tests/bench/inspector_counts.py`). Then process CPU per iteration
+  (the servers' threads included), `INSPECTOR_ROUNDS` rounds, the sides'
+  order turning each round: each round's figure against the same round's
+  unwatched one (median and quartiles of these paired ratios), and best
+  against best; goal: at most 10% added. And the page's update rate: pushes,
+  bytes and turns a push while the turns ran; and the memory the inspector
+  holds for 1,000 finished turns it keeps (tracemalloc).
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -57,7 +59,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
-import httpx
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -89,10 +90,10 @@ HTTP_TURNS, HTTP_ROUNDS = 4, 15
 SDK_TRACED = "TurnTrace into the SDK, in-memory exporter"
 SDK_ALONE = "the SDK alone, making the same calls with no toolloop code"
 TURNS, TURN_CALLS = 1_000, 9
-INSPECTOR_ROUNDS, WAVES = 6, 3
-"""A side's figure is `WAVES` runs of `TURNS` concurrent turns: the garbage collector's full
-collections come one or two a run, so one run's figure jumps with one more or one fewer;
-three runs average that out."""
+INSPECTOR_ROUNDS, RUNS = 12, 2
+"""A side's figure is `RUNS` turns' worth of iterations of each of `TURNS` concurrent workers
+(`steady`), a second or two: many short rounds, so that a load that comes and goes meets
+every side, and the median of a dozen paired ratios is not one noisy round's."""
 Watch = Callable[[], AbstractContextManager[Any]]
 """A side of a comparison: what it hands the loop (`observer`, `on_event` where it has one)."""
 
@@ -111,6 +112,33 @@ async def turn(calls: int, watch: Watch) -> None:
             on_event=getattr(hooks, "on_event", None),
         )
     assert result.status is TurnStatus.COMPLETED, result.status
+
+
+async def steady(watch: Watch, runs: int = RUNS) -> None:
+    """`TURNS` turns running at every moment, `runs` turns' worth of iterations each.
+
+    Each of `TURNS` workers runs `runs * (TURN_CALLS + 1)` iterations in turns of
+    `TURN_CALLS + 1`, its first turn cut short by its number and its last making up the
+    rest: turns start and end all through the run, so the heap holds a steady mix of
+    young and old turns, as a busy bot's does. In waves of turns that start together and
+    end together, the heap swells and empties at once, and a side's figure moved by
+    whether the collector's full collections fell at a wave's peak (about 150,000
+    tracked objects) or between waves (60,000): 5 a run either way, but 889,000 objects
+    walked on the watched side against 578,000 unwatched, with an allocation rate 1%
+    apart.
+    """
+    async with anyio.create_task_group() as group:
+        for worker in range(TURNS):
+            group.start_soon(_worker, worker % (TURN_CALLS + 1) + 1, runs, watch)
+
+
+async def _worker(first: int, runs: int, watch: Watch) -> None:
+    """A turn of `first` iterations, `runs - 1` whole turns, and a turn of the rest."""
+    await turn(first - 1, watch)
+    for _ in range(runs - 1):
+        await turn(TURN_CALLS, watch)
+    if first <= TURN_CALLS:
+        await turn(TURN_CALLS - first, watch)
 
 
 async def http_turn(provider: OpenAICompatProvider, watch: Watch) -> None:
@@ -220,39 +248,45 @@ def tracing_http(backend: str) -> dict[str, float]:
 
 
 class Page:
-    """An SSE client of `/api/events` on its own thread: what a browser tab costs the server."""
+    """A page following `/api/events` from a process of its own (`tests.bench.sse_page`), as a
+    browser tab is: the bot's process pays for serving it, not for a tab's parsing."""
 
     def __init__(self, url: str) -> None:
         self.pushes: list[tuple[float, int, int]] = []
         """(monotonic time, turns in the push, bytes of its data) of each `turns` event."""
-        self._url, self._stop = url + "api/events", threading.Event()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.bench.sse_page", url],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
-        try:
-            with httpx.stream("GET", self._url, timeout=None) as events:
-                for line in events.iter_lines():
-                    if self._stop.is_set():
-                        return
-                    if line.startswith("data: "):
-                        pushed = len(json.loads(line[6:])["turns"])
-                        self.pushes.append((time.monotonic(), pushed, len(line) - 6))
-        except httpx.HTTPError:
-            return  # the server stopped while the page was still open
+        """Each push the page printed, as it prints it: a line a push, about ten a second."""
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            at, turns, size = line.split()
+            self.pushes.append((float(at), int(turns), int(size)))
 
     def close(self) -> None:
-        self._stop.set()
+        self._process.terminate()
+        self._process.wait()
+        self._thread.join()
 
 
 def inspector(backend: str) -> dict[str, Any]:
-    """1,000 concurrent turns unwatched, watched with no page, with one page: CPU and wall.
+    """1,000 concurrent turns unwatched (twice), watched with no page, with one page: CPU, wall.
 
     Both inspectors are served (each its own uvicorn thread), one with a page following
-    it, for the whole run: a side pays only for what differs. Per side, the best CPU µs
-    an iteration over the rounds, and each round's figure against the same round's
-    unwatched one (the median and range of these paired ratios: a round's sides ran
-    within seconds of each other, so a load that comes and goes moves them together).
+    it, for the whole run: a side pays only for what differs. Per side, the CPU µs an
+    iteration of each round, to be set against the same round's unwatched one: a round's
+    sides ran within seconds of each other, so a load that comes and goes moves them
+    together. The heap is not collected between sides: a collection resets the
+    collector's counts, so every side would start its full collections at the same point
+    and a side's figure would hang on whether its allocations, a percent apart, put one
+    more full collection (of up to 150,000 objects) inside its run; unreset, where they
+    fall moves from round to round and evens out.
     """
     followed, unfollowed = Inspector(), Inspector()  # each keeps 200 finished, as a bot's
     served = [serve_in_thread(followed, port=0), serve_in_thread(unfollowed, port=0)]
@@ -260,32 +294,26 @@ def inspector(backend: str) -> dict[str, Any]:
     time.sleep(0.5)
     sides: dict[str, Watch] = {
         "unwatched": nullcontext,
+        "unwatched again": nullcontext,
         "watched, no page": lambda: unfollowed.watch(TURN),
         "watched, one page": lambda: followed.watch(TURN),
     }
     windows: list[tuple[float, float]] = []
 
-    async def together(watch: Watch) -> None:
-        for _ in range(WAVES):
-            async with anyio.create_task_group() as group:
-                for _ in range(TURNS):
-                    group.start_soon(turn, TURN_CALLS, watch)
-
     async def rounds() -> dict[str, list[tuple[float, float]]]:
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
         for watch in sides.values():
-            await together(watch)
+            await steady(watch)
         order = list(sides.items())
         for _ in range(INSPECTOR_ROUNDS):
             order.append(order.pop(0))  # each side in turn first: no side always after another
             for name, watch in order:
-                gc.collect()  # each side from a collected heap, not its forerunner's garbage
                 cpu, wall = time.process_time(), time.monotonic()
-                await together(watch)
+                await steady(watch)
                 cpu, wall = time.process_time() - cpu, time.monotonic() - wall
                 if name == "watched, one page":
                     windows.append((time.monotonic() - wall, time.monotonic()))
-                runs[name].append((cpu / (WAVES * TURNS * (TURN_CALLS + 1)) * 1e6, wall))
+                runs[name].append((cpu / (RUNS * TURNS * (TURN_CALLS + 1)) * 1e6, wall))
         return runs
 
     try:
@@ -501,13 +529,11 @@ def inspector_figures() -> None:
             cpu = [figure for figure, _ in runs]
             added = ""
             if name != "unwatched":
-                paired = sorted(
-                    (mine / theirs - 1) * 100 for mine, theirs in zip(cpu, base, strict=True)
-                )
+                paired = [(mine / theirs - 1) * 100 for mine, theirs in zip(cpu, base, strict=True)]
+                low, middle, high = statistics.quantiles(paired, n=4)
                 added = (
-                    f" ({(min(cpu) / min(base) - 1) * 100:+.0f}% best against best;"
-                    f" paired by round: median {statistics.median(paired):+.0f}%,"
-                    f" {paired[0]:+.0f}% to {paired[-1]:+.0f}%)"
+                    f" (paired by round: median {middle:+.1f}%, quartiles {low:+.1f}% to"
+                    f" {high:+.1f}%; {(min(cpu) / min(base) - 1) * 100:+.1f}% best against best)"
                 )
             print(
                 f"inspector {backend}, {TURNS:,} concurrent turns, {name}: "

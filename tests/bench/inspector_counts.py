@@ -2,15 +2,19 @@
 
 A CPU-time figure of this comparison on a shared machine moved by -2% to +46% from
 round to round; an instruction count hardly moves. One process per backend runs
-under valgrind's callgrind (every instruction of the process: the servers' and the
-page's threads too), with `PYTHONHASHSEED` fixed, and runs bench_observe's sides in
-turn: unwatched, watched by an `Inspector` served on loopback with no page open,
-watched by one served with one page (an SSE client) following `/api/events`. Both
+under valgrind's callgrind (every instruction of the process: the servers' threads
+too), with `PYTHONHASHSEED` fixed, and runs bench_observe's sides in turn:
+unwatched, watched by an `Inspector` served on loopback with no page open, watched
+by one served with one page (an SSE client in a process of its own, not counted, as
+a browser tab is not) following `/api/events`. Both
 servers run throughout, so a side pays only for what differs. Before each side's
-`TURNS` concurrent 10-iteration turns, the heap is collected and the process calls
-`os.getppid` (nothing else here does), where callgrind dumps its counters: each
-dump is one side's run. A side's figure is its instructions over its iterations;
+`TURNS` concurrent 10-iteration turns, the process calls `os.getppid` (nothing else
+here does), where callgrind dumps its counters: each
+dump is one side's run (bench_observe's `steady` run, one turn's worth of iterations
+of each of `TURNS` workers). A side's figure is its instructions over its iterations;
 `ROUNDS` rounds, the sides' order turning each round, show how far a figure moves.
+The heap is not collected between sides (see `bench_observe.inspector`): where the
+collector's full collections fall moves from run to run, and is part of that spread.
 
 The page pushes by the clock, at most `RATE` times a second, and valgrind slows the
 process many times over: served at `RATE`, it would push many times more often per
@@ -24,7 +28,6 @@ the pages at `RATE` divided by its slowdown against the same run at full speed
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import re
@@ -48,7 +51,7 @@ SIDES = (UNWATCHED, NO_PAGE, ONE_PAGE)
 ROUNDS = 2
 WARM_TURNS = 50
 """Turns a watched side runs before it is counted: its first-call work done (valgrind
-runs a wave of 1,000 turns in about a minute on an idle core, and many on a busy one)."""
+runs a side of 1,000 turns in about a minute on an idle core, and many on a busy one)."""
 RATE = 10.0
 """The pushes a second a page asks for at full speed: `serve_in_thread`'s default."""
 IDLE, IDLE_SECONDS = "idle", 20.0
@@ -58,24 +61,25 @@ MARK = "os_getppid"
 SUMMARY = re.compile(r"^summary: (\d+)$", re.MULTILINE)
 
 
-async def wave(watch: Any, turns: int = 0) -> None:
-    """bench_observe's `TURNS` concurrent turns (or `turns`), each watched by `watch`."""
+async def warm(watch: Any) -> None:
+    """`WARM_TURNS` concurrent turns, each watched by `watch`."""
     from tests.bench import bench_observe as bench
 
     async with anyio.create_task_group() as group:
-        for _ in range(turns or bench.TURNS):
+        for _ in range(WARM_TURNS):
             group.start_soon(bench.turn, bench.TURN_CALLS, watch)
 
 
-def timed_wave(backend: str) -> float:
-    """Seconds of wall time one unwatched wave takes, warmed, best of two."""
+def timed_run(backend: str) -> float:
+    """Seconds of wall time one unwatched run of a side takes, warmed, best of two."""
+    from tests.bench import bench_observe as bench
 
     async def timed() -> float:
-        await wave(nullcontext)
+        await bench.steady(nullcontext, 1)
         best = float("inf")
         for _ in range(2):
             started = time.monotonic()
-            await wave(nullcontext)
+            await bench.steady(nullcontext, 1)
             best = min(best, time.monotonic() - started)
         return best
 
@@ -99,7 +103,7 @@ def plan(rounds: int) -> list[str]:
 
 
 def child(backend: str, full_speed: float, rounds: int) -> None:
-    """The counted process: a timed unwatched wave, the servers and the page, then the sides.
+    """The counted process: a timed unwatched run, the servers and the page, then the sides.
 
     Prints (JSON) its slowdown, and the page's pushes and the wall time of each run.
     """
@@ -116,23 +120,22 @@ def child(backend: str, full_speed: float, rounds: int) -> None:
 
     async def sides() -> float:
         started = time.monotonic()
-        await wave(nullcontext)
+        await bench.steady(nullcontext, 1)
         slowdown = (time.monotonic() - started) / full_speed
         for inspector in (followed, unfollowed):
             served.append(serve_in_thread(inspector, port=0, rate=RATE / slowdown))
         page = bench.Page(served[0].url)
         for watch in watches.values():  # the watched sides' first-call work, and the page's
-            await wave(watch, WARM_TURNS)
+            await warm(watch)
         while not page.pushes:
             await anyio.sleep(0.1)
         for side in plan(rounds):
-            gc.collect()
             before, started = len(page.pushes), time.monotonic()
             os.getppid()
             if side == IDLE:
                 await anyio.sleep(IDLE_SECONDS)
             else:
-                await wave(watches[side])
+                await bench.steady(watches[side], 1)
             walls.append(time.monotonic() - started)
             pushes.append(len(page.pushes) - before)
         os.getppid()
@@ -255,7 +258,7 @@ def lines(backend: str, measured: dict[str, Any]) -> Iterator[str]:
 
 def report(wanted: tuple[str, ...] = BACKENDS) -> None:
     """Print the figures of the `wanted` backends, counted side by side."""
-    full_speed = [timed_wave(backend) for backend in wanted]  # one at a time: no thread slows it
+    full_speed = [timed_run(backend) for backend in wanted]  # one at a time: no thread slows it
     with ThreadPoolExecutor(len(wanted)) as pool:
         measured = list(pool.map(counted, wanted, full_speed, [ROUNDS] * len(wanted)))
     for backend, figures in zip(wanted, measured, strict=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import anyio
 import trio
@@ -11,13 +12,37 @@ import trio.testing
 from toolloop.effects.clock import loop_clock
 
 
-def test_under_asyncio_it_is_the_running_loops_clock_even_with_trio_imported() -> None:
-    """Trio imported but not running: asyncio's `loop.time`, which anyio reads too."""
+def test_under_asyncio_it_is_the_clock_of_asyncios_own_loop_time_even_with_trio_imported() -> None:
+    """Trio imported but not running: `time.monotonic`, which asyncio's `loop.time` reads."""
 
-    async def main() -> bool:
-        return loop_clock() == asyncio.get_running_loop().time
+    async def main() -> tuple[bool, float, float, float]:
+        before = asyncio.get_running_loop().time()
+        now = loop_clock()()
+        return loop_clock() is time.monotonic, before, now, asyncio.get_running_loop().time()
 
-    assert asyncio.run(main())
+    is_monotonic, before, now, after = asyncio.run(main())
+    assert is_monotonic and before <= now <= after
+
+
+class ShiftedLoop(asyncio.SelectorEventLoop):
+    """A loop with a clock of its own, as a test's mocked loop has."""
+
+    def time(self) -> float:
+        return 1_000.0 + super().time()
+
+
+def test_under_an_asyncio_loop_with_its_own_clock_it_is_that_loops_time() -> None:
+    """A loop that overrides `time`: its clock, which anyio reads too, not `time.monotonic`."""
+
+    async def main() -> tuple[float, float]:
+        return loop_clock()(), anyio.current_time()
+
+    loop = ShiftedLoop()
+    try:
+        now, anyio_now = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert 1_000.0 + time.monotonic() - 60 < now <= anyio_now
 
 
 def test_under_trio_it_is_trios_clock_mocked_or_not() -> None:

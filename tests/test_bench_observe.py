@@ -1,0 +1,63 @@
+"""bench_observe's inspector harness: the steady mix of turns, and the page in its own process."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.bench import bench_observe as bench
+from tests.bench.bench_loop import TURN
+from toolloop.effects.inspect import Inspector, serve_in_thread
+from toolloop.engine.events import StreamEnded
+
+
+def test_steady_runs_every_worker_through_the_same_iterations_in_staggered_turns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each worker makes `runs` whole turns' provider calls; its first turn is cut by its
+    number, so the workers' turns end at every iteration, not all at once."""
+    monkeypatch.setattr(bench, "TURNS", 25)
+    turns: list[list[int]] = []
+
+    @contextmanager
+    def counting() -> Iterator[Any]:
+        calls = [0]
+        turns.append(calls)
+
+        def observer(state: Any, event: Any, out: Any) -> None:
+            calls[0] += type(event) is StreamEnded
+
+        yield SimpleNamespace(observer=observer)
+
+    anyio.run(bench.steady, counting, 3)
+    whole = bench.TURN_CALLS + 1
+    lengths = sorted(calls for (calls,) in turns)
+    firsts = [worker % whole + 1 for worker in range(25)]  # 1 to 10, 1 to 10, 1 to 5
+    cut = sorted([first for first in firsts if first < whole] + [whole - f for f in firsts])
+    assert lengths == sorted([length for length in cut if length] + [whole] * (25 * 2 + 2))
+    assert sum(lengths) == 25 * 3 * whole
+
+
+def test_the_page_follows_the_event_stream_from_a_process_of_its_own() -> None:
+    """A watched turn's row reaches the page's process, which reports each push; closing it
+    ends that process."""
+    inspector = Inspector()
+    served = serve_in_thread(inspector, port=0)
+    page = bench.Page(served.url)
+    try:
+        with inspector.watch(TURN):
+            deadline = time.monotonic() + 30
+            while not page.pushes and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        page.close()
+        served.stop()
+    at, turns, size = page.pushes[0]
+    assert turns == 1 and size > 0 and at <= time.monotonic()
+    assert page._process.returncode is not None

@@ -19,6 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from operator import attrgetter
 from types import TracebackType
 from typing import Any
 
@@ -45,7 +46,9 @@ STEP_ITEMS = 6
 SEP = "\x1e"
 """Between the entries of one step's text (no tool name holds it: `_plain`)."""
 ROW = ("id", "channel", "attempt", "iteration", "phase", "status", "finished")
-"""The fields of a turn's row in the page's list, in `TurnView.row`'s order."""
+"""The fields of a turn's row in the page's list."""
+row_of = attrgetter(*ROW)
+"""A `TurnView`'s row: its `ROW` fields, in order, read in one C call."""
 
 
 class TurnView:
@@ -155,22 +158,10 @@ class TurnView:
         self.phase, self.iteration = made[4], after.iteration
         self.version += 1
 
-    def row(self) -> tuple[Any, ...]:
-        """The turn's row in the page's list: the `ROW` fields, in order."""
-        return (
-            self.id,
-            self.channel,
-            self.attempt,
-            self.iteration,
-            self.phase,
-            self.status,
-            self.finished,
-        )
-
     def summary(self) -> dict[str, Any]:
         """The turn's row by name, with when it started and its version."""
         return {
-            **dict(zip(ROW, self.row(), strict=True)),
+            **dict(zip(ROW, row_of(self), strict=True)),
             "started_at": self.started_at,
             "version": self.version,
         }

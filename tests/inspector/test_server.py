@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -66,6 +67,46 @@ def test_the_events_push_a_turn_when_it_changes(served: Running, inspector: Insp
     assert [(row["channel"], row["phase"], row["finished"]) for row in rows] == [
         ("#live", "idle", True)
     ]
+
+
+def test_a_push_carries_only_the_turns_changed_since_the_last_and_the_ids_gone() -> None:
+    """A turn that has not changed is not sent again; a finished turn no longer kept is
+    named in `removed` once, and then in no push."""
+    inspector = Inspector(keep_finished=0)
+    running = serve_in_thread(inspector, port=0, rate=50)
+    try:
+        with httpx.stream("GET", running.url + "api/events", timeout=10) as events:
+            lines = events.iter_lines()
+            first = inspector.watch(TurnSettings(), channel="#first")
+            with first:
+                assert pushed_channels(next_event(lines)) == ["#first"]
+                with inspector.watch(TurnSettings(), channel="#second"):
+                    assert pushed_channels(next_event(lines)) == ["#second"]
+                gone = next_event(lines)
+            last = next_event(lines)
+    finally:
+        running.stop()
+    assert (pushed_channels(gone), len(gone["removed"])) == ([], 1)
+    assert (pushed_channels(last), last["removed"]) == ([], [first.id])
+
+
+def test_a_page_that_leaves_frees_its_event_stream(served: Running, inspector: Inspector) -> None:
+    """A page closed after a push: the server ends its stream and drops its connection."""
+    with httpx.stream("GET", served.url + "api/events", timeout=10) as events:
+        lines = events.iter_lines()
+        with inspector.watch(TurnSettings(), channel="#leaving"):
+            next_event(lines)
+    connections = served._server.server_state.connections
+    deadline = time.monotonic() + 10
+    while connections and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not connections
+
+
+def pushed_channels(pushed: dict[str, Any]) -> list[str]:
+    """The channels of the turns a push carries, in its order."""
+    at = pushed["fields"].index("channel")
+    return [row[at] for row in pushed["turns"]]
 
 
 def test_stopping_ends_an_open_event_stream_with_no_error(inspector: Inspector) -> None:

@@ -123,9 +123,9 @@ async def steady(watch: Watch, runs: int = RUNS) -> None:
     young and old turns, as a busy bot's does. In waves of turns that start together and
     end together, the heap swells and empties at once, and a side's figure moved by
     whether the collector's full collections fell at a wave's peak (about 150,000
-    tracked objects) or between waves (60,000): 5 a run either way, but 889,000 objects
-    walked on the watched side against 578,000 unwatched, with an allocation rate 1%
-    apart.
+    tracked objects) or between waves (60,000): 5 in three waves either way, but 889,000
+    objects walked on the watched side against 578,000 unwatched, with allocation rates
+    1% apart.
     """
     async with anyio.create_task_group() as group:
         for worker in range(TURNS):

@@ -6,15 +6,15 @@ under valgrind's callgrind (every instruction of the process: the servers' threa
 too), with `PYTHONHASHSEED` fixed, and runs bench_observe's sides in turn:
 unwatched, watched by an `Inspector` served on loopback with no page open, watched
 by one served with one page (an SSE client in a process of its own, not counted, as
-a browser tab is not) following `/api/events`. Both
-servers run throughout, so a side pays only for what differs. Before each side's
-`TURNS` concurrent 10-iteration turns, the process calls `os.getppid` (nothing else
-here does), where callgrind dumps its counters: each
-dump is one side's run (bench_observe's `steady` run, one turn's worth of iterations
-of each of `TURNS` workers). A side's figure is its instructions over its iterations;
-`ROUNDS` rounds, the sides' order turning each round, show how far a figure moves.
-The heap is not collected between sides (see `bench_observe.inspector`): where the
-collector's full collections fall moves from run to run, and is part of that spread.
+a browser tab is not) following `/api/events`. Both servers run throughout, so a
+side pays only for what differs. Before each side's run (bench_observe's `steady`
+run of one turn's worth of iterations for each of `TURNS` workers), the process
+calls `os.getppid` (nothing else here does), where callgrind dumps its counters:
+each dump is one side's run. A side's figure is its instructions over its
+iterations; `ROUNDS` rounds, the sides' order turning each round, show how far a
+figure moves. The heap is not collected between sides (see
+`bench_observe.inspector`): where the collector's full collections fall moves from
+run to run, and is part of that spread.
 
 The page pushes by the clock, at most `RATE` times a second, and valgrind slows the
 process many times over: served at `RATE`, it would push many times more often per

@@ -54,7 +54,8 @@ def create_app(
     host: str = "127.0.0.1",
     closing: threading.Event | None = None,
 ) -> Starlette:
-    """The app over `inspector`; `rate` is the most event pushes a second to each page.
+    """The app over `inspector`; `rate` is the most event pushes a second to each page
+    (fewer when many turns change: `ROWS_PER_SECOND`).
 
     `host` is the address it is bound to: without a token, it and the loopback names
     are the Host headers answered. Once `closing` is set, every event stream ends at its
@@ -132,7 +133,22 @@ async def _changes(
             yield f"event: turns\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
         elif await request.is_disconnected():
             return
-        await anyio.sleep(period)
+        await anyio.sleep(pause(period, len(changed)))
+
+
+ROWS_PER_SECOND = 1_000
+"""The most rows a page is sent a second: when more turns change than that (over 100
+between two pushes at 10 a second), it is pushed to less often, down to once in
+`LONGEST_PAUSE`. So a page costs the bot about the same however many turns run, and
+the browser redraws a busy list a few times a second, not ten."""
+LONGEST_PAUSE = 1.0
+"""Seconds a page waits at most between pushes, however many turns change (unless its
+`rate` asks for fewer pushes): a busy list still moves every second."""
+
+
+def pause(period: float, sent: int) -> float:
+    """Seconds until the next push, after one of `sent` rows: `period`, or longer for many."""
+    return max(period, min(sent / ROWS_PER_SECOND, LONGEST_PAUSE))
 
 
 class TokenGuard:

@@ -13,13 +13,14 @@ import time
 
 import uvicorn
 
-from toolloop.effects.inspect.app import create_app
+from toolloop.effects.inspect.app import LONGEST_PAUSE, create_app
 from toolloop.effects.inspect.board import Inspector
 from toolloop.states.errors import ToolloopError
 
 STARTUP_TIMEOUT = 10.0
 STOP_GRACE = 1.0
-"""Seconds `Running.stop` waits, after a tick, for open pages' event streams to end."""
+"""Seconds `Running.stop` waits, after the longest pause between two ticks, for open pages'
+event streams to end."""
 
 
 class TokenRequired(ToolloopError, ValueError):
@@ -111,4 +112,4 @@ def serve_in_thread(
     bound = server.servers[0].sockets[0].getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/" + ("" if token is None else f"?token={token}")
-    return Running(server, thread, url, closing, 1 / rate)
+    return Running(server, thread, url, closing, max(1 / rate, LONGEST_PAUSE))

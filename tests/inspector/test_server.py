@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from toolloop.effects.inspect import Inspector, Running, TokenRequired, serve_in_thread
-from toolloop.effects.inspect.app import STATIC
+from toolloop.effects.inspect.app import LONGEST_PAUSE, ROWS_PER_SECOND, STATIC, pause
 from toolloop.effects.inspect.server import is_loopback
 from toolloop.states import TurnSettings
 
@@ -101,6 +101,18 @@ def test_a_page_that_leaves_frees_its_event_stream(served: Running, inspector: I
     while connections and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not connections
+
+
+def test_a_page_is_pushed_to_less_often_than_its_rate_only_when_many_turns_change() -> None:
+    """After a push of up to `ROWS_PER_SECOND * period` rows, the rate's period; after a
+    larger one, a pause that keeps to `ROWS_PER_SECOND`, but no longer than `LONGEST_PAUSE`
+    unless the rate itself asks for longer."""
+    period = 0.1
+    rows = int(ROWS_PER_SECOND * period)
+    assert [pause(period, sent) for sent in (0, 1, rows)] == [period] * 3
+    assert pause(period, 3 * rows) == pytest.approx(3 * period)
+    assert pause(period, 1_000_000) == LONGEST_PAUSE
+    assert pause(2 * LONGEST_PAUSE, 1_000_000) == 2 * LONGEST_PAUSE
 
 
 def pushed_channels(pushed: dict[str, Any]) -> list[str]:

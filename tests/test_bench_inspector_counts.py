@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from tests.bench.inspector_counts import (
     shared_out,
 )
 from tests.bench.versus import HERE
+from tests.bench_runs import run_bench
 
 # The head of a real callgrind dump (`--dump-before`), cut after its totals.
 DUMP = """\
@@ -97,20 +95,9 @@ def test_a_watched_side_is_shown_against_the_unwatched_run_of_its_own_round() ->
     assert shown[3].endswith("(+1.0%, +10.0% added); the page's pushes a run: 30, 31")
 
 
-def run_module(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ} if path is None else {**os.environ, "PATH": path}
-    return subprocess.run(
-        [sys.executable, "-m", "tests.bench.inspector_counts", *args],
-        cwd=HERE,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-
-
 def test_an_unknown_backend_is_refused_naming_it_and_the_choices() -> None:
     """A misspelt backend stops the run before anything is timed or counted."""
-    result = run_module("asyncoi")
+    result = run_bench("inspector_counts", "asyncoi")
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr == (
         "inspector_counts: unknown backend ['asyncoi']: choose from ['asyncio', 'trio']\n"
@@ -119,7 +106,7 @@ def test_an_unknown_backend_is_refused_naming_it_and_the_choices() -> None:
 
 def test_without_valgrind_the_run_stops_saying_what_is_missing() -> None:
     """No valgrind on PATH: nothing is timed or run, and the message names valgrind."""
-    result = run_module("trio", path=str(HERE / "no-such-dir"))
+    result = run_bench("inspector_counts", "trio", path=str(HERE / "no-such-dir"))
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr.startswith("inspector_counts: valgrind is not installed")
 

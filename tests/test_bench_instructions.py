@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from tests.bench.instructions import instructions_of, per_iteration
 from tests.bench.versus import HERE
+from tests.bench_runs import run_bench
 
 # The tail of a real `valgrind --tool=cachegrind --cache-sim=no` report.
 REPORT = """\
@@ -37,23 +34,16 @@ def test_one_iteration_costs_what_the_extra_repetitions_added_shared_out() -> No
     assert per_iteration(warm=1_000, measured=401_000, repeats=40, iterations=100) == 100.0
 
 
-def instructions(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
-    """`python -m tests.bench.instructions ARGS` run here, with `PATH` replaced if given."""
-    env = os.environ if path is None else {**os.environ, "PATH": path}
-    command = [sys.executable, "-m", "tests.bench.instructions", *args]
-    return subprocess.run(command, cwd=HERE, capture_output=True, text=True, env=env)
-
-
 def test_without_valgrind_the_run_stops_saying_what_is_missing() -> None:
     """No valgrind on PATH: nothing is exported or run, and the message names valgrind."""
-    result = instructions("HEAD", "step", path=str(HERE / "no-such-dir"))
+    result = run_bench("instructions", "HEAD", "step", path=str(HERE / "no-such-dir"))
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith("instructions: valgrind is not installed")
 
 
 def test_an_unknown_workload_is_refused_naming_it_and_the_choices() -> None:
     """A misspelt workload stops the run before valgrind starts."""
-    result = instructions("HEAD", "stpe")
+    result = run_bench("instructions", "HEAD", "stpe")
     assert result.returncode == 1
     assert result.stderr == (
         "instructions: unknown workload ['stpe']: choose from ['asyncio', 'trio', 'step']\n"

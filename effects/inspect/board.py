@@ -256,14 +256,11 @@ NAMED_LIMIT = 1_000
 
 
 def _named(name: str) -> tuple[str, str, str]:
-    """A tool name's `NAMED` texts, made the first time it is seen."""
-    named = NAMED.get(name)
-    if named is None:
-        if len(NAMED) >= NAMED_LIMIT:
-            NAMED.clear()
-        plain = _plain(name)
-        tool = f"{SEP}tool\t{plain}"
-        named = NAMED[name] = (f"{tool} started", f"{tool} succeeded", f"{tool} failed")
+    """A tool name's `NAMED` texts, made when `NAMED` lacks them (the caller looked)."""
+    if len(NAMED) >= NAMED_LIMIT:
+        NAMED.clear()
+    tool = f"{SEP}tool\t{_plain(name)}"
+    named = NAMED[name] = (f"{tool} started", f"{tool} succeeded", f"{tool} failed")
     return named
 
 

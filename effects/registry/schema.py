@@ -459,10 +459,8 @@ def _keyword(keyword: str, value: Any, schema: dict[str, Any]) -> Check | None:
                 return kinds[0]
             return lambda item: any(kind(item) for kind in kinds)
         case "properties":
-            subschemas = {name: compiled_check(subschema) for name, subschema in value.items()}
-            if None in subschemas.values():
-                return None
-            return _properties(subschemas)  # type: ignore[arg-type]
+            pairs = _compiled_properties(value)
+            return None if pairs is None else _properties(pairs)
         case "required":
             required = frozenset(value)
             return lambda item: not isinstance(item, dict) or item.keys() >= required
@@ -512,10 +510,9 @@ def _object(schema: dict[str, Any]) -> Check | None:
     tool's arguments always are, so together they ask once, in one call per check.
     """
     properties = schema.get("properties", {})
-    subschemas = {name: compiled_check(subschema) for name, subschema in properties.items()}
-    if None in subschemas.values():
+    pairs = _compiled_properties(properties)
+    if pairs is None:
         return None
-    pairs: tuple[tuple[str, Check], ...] = tuple(subschemas.items())  # type: ignore[arg-type]
     required = frozenset(schema.get("required", ()))
     rest = _additional(schema.get("additionalProperties", True), frozenset(properties))
     if rest is None:
@@ -532,9 +529,18 @@ def _object(schema: dict[str, Any]) -> Check | None:
     return object_check
 
 
-def _properties(subschemas: dict[str, Check]) -> Check:
-    pairs = tuple(subschemas.items())
+def _compiled_properties(properties: dict[str, Any]) -> tuple[tuple[str, Check], ...] | None:
+    """Each property's name and compiled subschema, or None when one cannot be compiled."""
+    pairs = []
+    for name, subschema in properties.items():
+        check = compiled_check(subschema)
+        if check is None:
+            return None
+        pairs.append((name, check))
+    return tuple(pairs)
 
+
+def _properties(pairs: tuple[tuple[str, Check], ...]) -> Check:
     def properties(item: Any) -> bool:
         if isinstance(item, dict):
             for name, check in pairs:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -10,6 +11,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.bench import bench_observe as bench
 from tests.bench.bench_loop import TURN
@@ -61,3 +64,17 @@ def test_the_page_follows_the_event_stream_from_a_process_of_its_own() -> None:
     at, turns, size = page.pushes[0]
     assert turns == 1 and size > 0 and at <= time.monotonic()
     assert page._process.returncode is not None
+
+
+@given(st.integers(min_value=2, max_value=9))
+def test_balanced_orders_put_each_side_after_each_other_side_equally_often(count: int) -> None:
+    """Invariant: over a whole cycle of `balanced`'s rounds (a Williams square, mirrored for an
+    odd count), every round runs each side once and each side comes right after each other
+    side as often as after any other."""
+    names = [f"side {number}" for number in range(count)]
+    cycle = count if count % 2 == 0 else 2 * count
+    rounds = bench.balanced(names, cycle)
+    assert all(sorted(order) == sorted(names) for order in rounds)
+    after = Counter((order[at], order[at + 1]) for order in rounds for at in range(count - 1))
+    assert len(after) == count * (count - 1) and len(set(after.values())) == 1
+    assert bench.balanced(names, 2 * cycle) == rounds + rounds

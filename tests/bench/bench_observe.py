@@ -35,8 +35,8 @@
   `/api/events`; both servers run throughout, so a side pays only for what
   differs. Each side's instructions per iteration under valgrind, round by
   round (`tests/bench/inspector_counts.py`). Then process CPU per iteration
-  (the servers' threads included), `INSPECTOR_ROUNDS` rounds, the sides'
-  order turning each round: each round's figure against the same round's
+  (the servers' threads included), `INSPECTOR_ROUNDS` rounds, each side
+  after each other side as often (`balanced`): each round's figure against the same round's
   unwatched one (median and quartiles of these paired ratios), and best
   against best; goal: at most 10% added. And the page's update rate: pushes,
   bytes and turns a push while the turns ran; and the memory the inspector
@@ -94,6 +94,24 @@ INSPECTOR_ROUNDS, RUNS = 12, 2
 """A side's figure is `RUNS` turns' worth of iterations of each of `TURNS` concurrent workers
 (`steady`), a second or two: many short rounds, so that a load that comes and goes meets
 every side, and the median of a dozen paired ratios is not one noisy round's."""
+
+
+def balanced(names: list[str], rounds: int) -> list[list[str]]:
+    """`rounds` orders of `names` in which each name follows each other name as often.
+
+    A side's figure carries what the side before it left (the heap, the collector's
+    counts, the caches), so no side may always come after the same one: turning one order
+    round after round keeps every side's predecessor. These are the rows of a Williams
+    square (its mirror too, for an odd number of names), taken in turn.
+    """
+    count = len(names)
+    first = [0] + [(step + 1) // 2 if step % 2 else count - step // 2 for step in range(1, count)]
+    rows = [[(at + shift) % count for at in first] for shift in range(count)]
+    if count % 2:
+        rows += [row[::-1] for row in rows]
+    return [[names[at] for at in rows[round_ % len(rows)]] for round_ in range(rounds)]
+
+
 Watch = Callable[[], AbstractContextManager[Any]]
 """A side of a comparison: what it hands the loop (`observer`, `on_event` where it has one)."""
 
@@ -304,10 +322,9 @@ def inspector(backend: str) -> dict[str, Any]:
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
         for watch in sides.values():
             await steady(watch)
-        order = list(sides.items())
-        for _ in range(INSPECTOR_ROUNDS):
-            order.append(order.pop(0))  # each side in turn first: no side always after another
-            for name, watch in order:
+        for order in balanced(list(sides), INSPECTOR_ROUNDS):
+            for name in order:
+                watch = sides[name]
                 cpu, wall = time.process_time(), time.monotonic()
                 await steady(watch)
                 cpu, wall = time.process_time() - cpu, time.monotonic() - wall

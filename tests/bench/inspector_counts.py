@@ -11,7 +11,7 @@ side pays only for what differs. Before each side's run (bench_observe's `steady
 run of one turn's worth of iterations for each of `TURNS` workers), the process
 calls `os.getppid` (nothing else here does), where callgrind dumps its counters:
 each dump is one side's run. A side's figure is its instructions over its
-iterations; `ROUNDS` rounds, the sides' order turning each round, show how far a
+iterations; `ROUNDS` rounds, each side after each other as often, show how far a
 figure moves. The heap is not collected between sides (see
 `bench_observe.inspector`): where the collector's full collections fall moves from
 run to run, and is part of that spread.
@@ -88,13 +88,11 @@ def timed_run(backend: str) -> float:
 
 
 def order(rounds: int) -> list[str]:
-    """The sides in the order they run: every side once a round, a different one first."""
-    turning = list(SIDES)
-    sides = []
-    for _ in range(rounds):
-        sides += turning
-        turning.append(turning.pop(0))
-    return sides
+    """The sides in the order they run: every side once a round, each after each other side
+    as often (`bench_observe.balanced`)."""
+    from tests.bench import bench_observe as bench
+
+    return [side for each in bench.balanced(list(SIDES), rounds) for side in each]
 
 
 def plan(rounds: int) -> list[str]:

@@ -78,3 +78,52 @@ def test_balanced_orders_put_each_side_after_each_other_side_equally_often(count
     after = Counter((order[at], order[at + 1]) for order in rounds for at in range(count - 1))
     assert len(after) == count * (count - 1) and len(set(after.values())) == 1
     assert bench.balanced(names, 2 * cycle) == rounds + rounds
+
+
+def test_in_place_times_the_hook_on_every_other_turn_of_the_same_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every other turn is watched, so some but not all of a run's steps are the hook's; the
+    medians are figures in ns (their size is the benchmark's to report, not this test's)."""
+    monkeypatch.setattr(bench, "TURNS", 20)
+    hook_ns, timing_ns, steps = bench.in_place(rounds=1)
+    assert timing_ns >= 0 and hook_ns == hook_ns  # numbers, not NaN
+    # A turn of n tool calls takes 2n + 2 steps, so each worker's run of `TURN_CALLS + 1`
+    # iterations (in two turns, or one) takes 2 * (TURN_CALLS + 1).
+    assert 0 < steps < 20 * 2 * (bench.TURN_CALLS + 1)
+
+
+def test_steady_over_http_makes_every_call_against_the_models_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over HTTP each worker's turns make all their provider calls against the model's
+    process, through a client of the worker's own; `close` ends that process."""
+    turns: list[list[int]] = []
+
+    @contextmanager
+    def counting() -> Iterator[Any]:
+        calls = [0]
+        turns.append(calls)
+
+        def observer(state: Any, event: Any, out: Any) -> None:
+            calls[0] += type(event) is StreamEnded
+
+        yield SimpleNamespace(observer=observer)
+
+    model = bench.HttpModel()
+    clients: list[int] = []
+
+    async def run() -> None:
+        try:
+            await bench.steady(counting, 2, model)
+            clients.append(len(model._workers))
+        finally:
+            await model.aclose()
+
+    monkeypatch.setattr(bench, "TURNS", 4)
+    try:
+        anyio.run(run)
+    finally:
+        model.close()
+    assert sum(calls for (calls,) in turns) == 4 * 2 * (bench.TURN_CALLS + 1)
+    assert clients == [4] and model._process.returncode is not None

@@ -38,14 +38,18 @@
   (the servers' threads included), `INSPECTOR_ROUNDS` rounds, each side
   after each other side as often (`balanced`): each round's figure against the same round's
   unwatched one (median and quartiles of these paired ratios), and best
-  against best; goal: at most 10% added. And the page's update rate: pushes,
-  bytes and turns a push while the turns ran; and the memory the inspector
-  holds for 1,000 finished turns it keeps (tracemalloc).
+  against best; goal: at most 10% added. The same sides over loopback HTTP on
+  asyncio, each turn's provider calls going to a model in a process of its
+  own (`HttpModel`), as a bot's do. And the page's update rate: pushes,
+  bytes and turns a push while the turns ran; the hook timed where it runs,
+  among the 1,000 turns (`in_place`); and the memory the inspector holds for
+  1,000 finished turns it keeps (tracemalloc).
 """
 
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import statistics
 import subprocess
@@ -53,12 +57,13 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import httpx
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -66,7 +71,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.bench import inspector_counts, tracing_counts
+from tests.bench import inspector_counts, model_process, tracing_counts
 from tests.bench.bench_loop import REGISTRY, TURN, Scripted
 from tests.bench.instructions import have_valgrind
 from tests.bench.sdk_calls import EVENTS, POINTS, SPANS, SdkCalls
@@ -90,10 +95,11 @@ HTTP_TURNS, HTTP_ROUNDS = 4, 15
 SDK_TRACED = "TurnTrace into the SDK, in-memory exporter"
 SDK_ALONE = "the SDK alone, making the same calls with no toolloop code"
 TURNS, TURN_CALLS = 1_000, 9
-INSPECTOR_ROUNDS, RUNS = 12, 2
+INSPECTOR_ROUNDS, RUNS, HTTP_INSPECTOR_ROUNDS = 12, 2, 4
 """A side's figure is `RUNS` turns' worth of iterations of each of `TURNS` concurrent workers
 (`steady`), a second or two: many short rounds, so that a load that comes and goes meets
-every side, and the median of a dozen paired ratios is not one noisy round's."""
+every side, and the median of a dozen paired ratios is not one noisy round's. Over HTTP a
+side's turns take about ten seconds: one balanced square of rounds."""
 
 
 def balanced(names: list[str], rounds: int) -> list[list[str]]:
@@ -116,13 +122,22 @@ Watch = Callable[[], AbstractContextManager[Any]]
 """A side of a comparison: what it hands the loop (`observer`, `on_event` where it has one)."""
 
 
-async def turn(calls: int, watch: Watch) -> None:
-    """bench_loop's turn: `calls` tool calls through the in-memory ports."""
+Providers = Callable[[int, int], Any]
+"""The provider of a worker's turn of `calls` tool calls: `providers(worker, calls)`."""
+
+
+def scripted(worker: int, calls: int) -> Scripted:
+    """bench_loop's in-memory provider, asking for `calls` tool calls."""
+    return Scripted(calls)
+
+
+async def turn(calls: int, watch: Watch, provider: Any = None) -> None:
+    """bench_loop's turn: `calls` tool calls, from `provider` (else the in-memory one)."""
     with watch() as hooks:
         result = await run_tool_loop(
             turn=TURN,
             config=LoopConfig(max_function_call_iterations=calls + 1),
-            provider=Scripted(calls),
+            provider=Scripted(calls) if provider is None else provider,
             registry=REGISTRY,
             channel=RecordingChannel(),
             control=MemoryTurnControl(),
@@ -132,7 +147,7 @@ async def turn(calls: int, watch: Watch) -> None:
     assert result.status is TurnStatus.COMPLETED, result.status
 
 
-async def steady(watch: Watch, runs: int = RUNS) -> None:
+async def steady(watch: Watch, runs: int = RUNS, providers: Providers = scripted) -> None:
     """`TURNS` turns running at every moment, `runs` turns' worth of iterations each.
 
     Each of `TURNS` workers runs `runs * (TURN_CALLS + 1)` iterations in turns of
@@ -147,16 +162,68 @@ async def steady(watch: Watch, runs: int = RUNS) -> None:
     """
     async with anyio.create_task_group() as group:
         for worker in range(TURNS):
-            group.start_soon(_worker, worker % (TURN_CALLS + 1) + 1, runs, watch)
+            group.start_soon(_worker, worker, runs, watch, providers)
 
 
-async def _worker(first: int, runs: int, watch: Watch) -> None:
-    """A turn of `first` iterations, `runs - 1` whole turns, and a turn of the rest."""
-    await turn(first - 1, watch)
+async def _worker(worker: int, runs: int, watch: Watch, providers: Providers) -> None:
+    """A turn of `first` iterations (1 to `TURN_CALLS + 1`, by the worker's number),
+    `runs - 1` whole turns, and a turn of the rest."""
+    first = worker % (TURN_CALLS + 1) + 1
+    await turn(first - 1, watch, providers(worker, first - 1))
     for _ in range(runs - 1):
-        await turn(TURN_CALLS, watch)
+        await turn(TURN_CALLS, watch, providers(worker, TURN_CALLS))
     if first <= TURN_CALLS:
-        await turn(TURN_CALLS - first, watch)
+        await turn(TURN_CALLS - first, watch, providers(worker, TURN_CALLS - first))
+
+
+class HttpModel:
+    """bench_loop's script over loopback HTTP, from a model in a process of its own
+    (`tests.bench.model_process`), as a bot's model is; `HttpModel(...)(worker, calls)` is
+    a worker's provider.
+
+    Each worker has its own client, as a bot with a provider per conversation has: one
+    httpx pool shared by every turn walks all its connections on each request (httpcore's
+    `_assign_requests_to_connections`, encode/httpcore#1035): with 100 turns on one client
+    with no connection limit, an iteration cost 5.6 ms of CPU instead of 1.1 ms.
+    """
+
+    def __init__(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.bench.model_process", str(TURN_CALLS)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._process.stdout is not None
+        self.base_url = self._process.stdout.readline().strip()
+        self._workers: dict[int, tuple[httpx.AsyncClient, list[OpenAICompatProvider]]] = {}
+
+    def __call__(self, worker: int, calls: int) -> OpenAICompatProvider:
+        if worker not in self._workers:
+            client = httpx.AsyncClient()
+            self._workers[worker] = (
+                client,
+                [
+                    OpenAICompatProvider(
+                        base_url=self.base_url,
+                        model=model_process.MODEL,
+                        client=client,
+                        extra_body={"calls": asked},
+                    )
+                    for asked in range(TURN_CALLS + 1)
+                ],
+            )
+        return self._workers[worker][1][calls]
+
+    async def aclose(self) -> None:
+        """Close the workers' clients (in the event loop that used them)."""
+        for client, _ in self._workers.values():
+            await client.aclose()
+        self._workers.clear()
+
+    def close(self) -> None:
+        """End the model's process."""
+        self._process.terminate()
+        self._process.wait()
 
 
 async def http_turn(provider: OpenAICompatProvider, watch: Watch) -> None:
@@ -293,8 +360,11 @@ class Page:
         self._thread.join()
 
 
-def inspector(backend: str) -> dict[str, Any]:
+def inspector(backend: str, model: HttpModel | None = None) -> dict[str, Any]:
     """1,000 concurrent turns unwatched (twice), watched with no page, with one page: CPU, wall.
+
+    In memory (`scripted`), `INSPECTOR_ROUNDS` rounds of `RUNS` turns' worth a worker; over
+    HTTP (`model`), whose iterations cost ten times more, `HTTP_INSPECTOR_ROUNDS` of one.
 
     Both inspectors are served (each its own uvicorn thread), one with a page following
     it, for the whole run: a side pays only for what differs. Per side, the CPU µs an
@@ -317,20 +387,25 @@ def inspector(backend: str) -> dict[str, Any]:
         "watched, one page": lambda: followed.watch(TURN),
     }
     windows: list[tuple[float, float]] = []
+    providers: Providers = scripted if model is None else model
+    count, each = (INSPECTOR_ROUNDS, RUNS) if model is None else (HTTP_INSPECTOR_ROUNDS, 1)
 
     async def rounds() -> dict[str, list[tuple[float, float]]]:
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
-        for watch in sides.values():
-            await steady(watch)
-        for order in balanced(list(sides), INSPECTOR_ROUNDS):
-            for name in order:
-                watch = sides[name]
-                cpu, wall = time.process_time(), time.monotonic()
-                await steady(watch)
-                cpu, wall = time.process_time() - cpu, time.monotonic() - wall
-                if name == "watched, one page":
-                    windows.append((time.monotonic() - wall, time.monotonic()))
-                runs[name].append((cpu / (RUNS * TURNS * (TURN_CALLS + 1)) * 1e6, wall))
+        try:
+            for watch in sides.values():
+                await steady(watch, each, providers)
+            for order in balanced(list(sides), count):
+                for name in order:
+                    cpu, wall = time.process_time(), time.monotonic()
+                    await steady(sides[name], each, providers)
+                    cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+                    if name == "watched, one page":
+                        windows.append((time.monotonic() - wall, time.monotonic()))
+                    runs[name].append((cpu / (each * TURNS * (TURN_CALLS + 1)) * 1e6, wall))
+        finally:
+            if model is not None:
+                await model.aclose()
         return runs
 
     try:
@@ -376,6 +451,46 @@ def held() -> tuple[float, float]:
         tracemalloc.stop()
     steps = sum(len(view.timeline) // STEP_ITEMS for view in watcher.turns())
     return kept / TURNS, kept / steps
+
+
+def in_place(rounds: int = 3) -> tuple[float, float, int]:
+    """The inspector's hook timed where it runs: its median ns a step, the timing's own, steps.
+
+    Replayed alone (`hooks_alone`) the hook finds its code and data in the caches; among
+    `TURNS` turns it does not. In `steady` runs every other turn is watched, so the hook and
+    a no-op (on the other turns) meet the same heap and the same load; each call is timed
+    with `perf_counter_ns`, and the no-op's median is what the timing itself costs.
+    """
+    watcher, turns, clock = Inspector(), itertools.count(), time.perf_counter_ns
+    timed: tuple[list[int], list[int]] = ([], [])
+
+    def noop(state: Any, event: Any, out: Any) -> None:
+        """What an unwatched turn's step would call."""
+
+    @contextmanager
+    def alternate() -> Iterator[Any]:
+        watched = next(turns) % 2
+        samples = timed[watched]
+        with watcher.watch(TURN) if watched else nullcontext() as view:
+            inner = view.observer if view is not None else noop
+
+            def observer(state: Any, event: Any, out: Any) -> None:
+                started = clock()
+                inner(state, event, out)
+                samples.append(clock() - started)
+
+            yield SimpleNamespace(observer=observer)
+
+    async def run() -> None:
+        await steady(alternate, 1)  # warm: the hook's texts made, the heap grown
+        for samples in timed:
+            samples.clear()
+        for _ in range(rounds):
+            await steady(alternate, 1)
+
+    anyio.run(run)
+    noop_ns, hook_ns = (statistics.median(samples) for samples in timed)
+    return hook_ns - noop_ns, noop_ns, len(timed[1])
 
 
 def recorded_steps() -> list[Any]:
@@ -531,16 +646,24 @@ def main() -> None:
     inspector_figures()
 
 
+MEMORY, HTTP = "in memory", "over loopback HTTP"
+
+
 def inspector_figures() -> None:
-    """The inspector's figures: instructions, CPU per side and backend, the page's updates,
-    memory."""
+    """The inspector's figures: instructions; CPU per side in memory on both backends and over
+    loopback HTTP on asyncio, with the page's updates; the hook in place; memory."""
     if have_valgrind():
         inspector_counts.report()
     else:
         print("inspector instructions: valgrind is not installed, no figure")
     print(f"inspector, {load()}")
-    for backend in ("asyncio", "trio"):
-        measured = inspector(backend)
+    for backend, workload in (("asyncio", MEMORY), ("trio", MEMORY), ("asyncio", HTTP)):
+        model = HttpModel() if workload == HTTP else None
+        try:
+            measured = inspector(backend, model)
+        finally:
+            if model is not None:
+                model.close()
         base = [cpu for cpu, _ in measured["runs"]["unwatched"]]
         for name, runs in measured["runs"].items():
             cpu = [figure for figure, _ in runs]
@@ -553,16 +676,21 @@ def inspector_figures() -> None:
                     f" {high:+.1f}%; {(min(cpu) / min(base) - 1) * 100:+.1f}% best against best)"
                 )
             print(
-                f"inspector {backend}, {TURNS:,} concurrent turns, {name}: "
+                f"inspector {backend}, {TURNS:,} concurrent turns {workload}, {name}: "
                 f"{min(cpu):.1f} µs/iteration (CPU, all threads; best of {len(cpu)}), "
                 f"{min(wall for _, wall in runs):.2f} s wall{added}"
             )
         print(
-            f"inspector {backend}, page updates while the turns ran: "
+            f"inspector {backend}, {workload}, page updates while the turns ran: "
             f"{measured['pushes per second']:.1f} pushes/s, "
             f"{measured['bytes per second'] / 1000:.0f} kB/s, "
             f"{measured['turns per push']:.0f} turns a push"
         )
+    hook_ns, timing_ns, _ = in_place()
+    print(
+        f"inspector, the hook where it runs, among {TURNS:,} turns: {hook_ns:.0f} ns a step "
+        f"(median; the timing itself, taken off: {timing_ns:.0f} ns)"
+    )
     per_turn, per_step = held()
     print(
         f"inspector, memory held for {TURNS:,} finished turns kept: "

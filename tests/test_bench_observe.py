@@ -20,13 +20,8 @@ from toolloop.effects.inspect import Inspector, serve_in_thread
 from toolloop.engine.events import StreamEnded
 
 
-def test_steady_runs_every_worker_through_the_same_iterations_in_staggered_turns(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Each worker makes `runs` whole turns' provider calls; its first turn is cut by its
-    number, so the workers' turns end at every iteration, not all at once."""
-    monkeypatch.setattr(bench, "TURNS", 25)
-    turns: list[list[int]] = []
+def counting_calls(turns: list[list[int]]) -> bench.Watch:
+    """A side that appends to `turns` each turn's count of provider calls, as it makes them."""
 
     @contextmanager
     def counting() -> Iterator[Any]:
@@ -37,6 +32,18 @@ def test_steady_runs_every_worker_through_the_same_iterations_in_staggered_turns
             calls[0] += type(event) is StreamEnded
 
         yield SimpleNamespace(observer=observer)
+
+    return counting
+
+
+def test_steady_runs_every_worker_through_the_same_iterations_in_staggered_turns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each worker makes `runs` whole turns' provider calls; its first turn is cut by its
+    number, so the workers' turns end at every iteration, not all at once."""
+    monkeypatch.setattr(bench, "TURNS", 25)
+    turns: list[list[int]] = []
+    counting = counting_calls(turns)
 
     anyio.run(bench.steady, counting, 3)
     whole = bench.TURN_CALLS + 1
@@ -99,16 +106,7 @@ def test_steady_over_http_makes_every_call_against_the_models_process(
     """Over HTTP each worker's turns make all their provider calls against the model's
     process, through a client of the worker's own; `close` ends that process."""
     turns: list[list[int]] = []
-
-    @contextmanager
-    def counting() -> Iterator[Any]:
-        calls = [0]
-        turns.append(calls)
-
-        def observer(state: Any, event: Any, out: Any) -> None:
-            calls[0] += type(event) is StreamEnded
-
-        yield SimpleNamespace(observer=observer)
+    counting = counting_calls(turns)
 
     model = bench.HttpModel()
     clients: list[int] = []

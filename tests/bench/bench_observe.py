@@ -178,7 +178,7 @@ async def _worker(worker: int, runs: int, watch: Watch, providers: Providers) ->
 
 class HttpModel:
     """bench_loop's script over loopback HTTP, from a model in a process of its own
-    (`tests.bench.model_process`), as a bot's model is; `HttpModel(...)(worker, calls)` is
+    (`tests.bench.model_process`), as a bot's model is; `HttpModel()(worker, calls)` is
     a worker's provider.
 
     Each worker has its own client, as a bot with a provider per conversation has: one

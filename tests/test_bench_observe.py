@@ -90,28 +90,28 @@ def test_balanced_orders_put_each_side_after_each_other_side_equally_often(count
 def test_in_place_times_the_hook_on_every_other_turn_of_the_same_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Every other turn is watched, so some but not all of a run's steps are the hook's; the
-    medians are figures in ns (their size is the benchmark's to report, not this test's)."""
+    """Every step of the timed run is timed once, by the hook on watched turns and by the
+    no-op on the others, and both have some (the medians' size is the benchmark's to report,
+    not this test's)."""
     monkeypatch.setattr(bench, "TURNS", 20)
-    hook_ns, timing_ns, steps = bench.in_place(rounds=1)
-    assert timing_ns >= 0 and hook_ns == hook_ns  # numbers, not NaN
+    _, _, (hooked, unhooked) = bench.in_place(rounds=1)
     # A turn of n tool calls takes 2n + 2 steps, so each worker's run of `TURN_CALLS + 1`
     # iterations (in two turns, or one) takes 2 * (TURN_CALLS + 1).
-    assert 0 < steps < 20 * 2 * (bench.TURN_CALLS + 1)
+    assert hooked + unhooked == 20 * 2 * (bench.TURN_CALLS + 1)
+    assert hooked > 0 and unhooked > 0
 
 
 def test_steady_over_http_makes_every_call_against_the_models_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Over HTTP each worker's turns make all their provider calls against the model's
-    process, through a client of the worker's own; `close` ends that process."""
+    process, through a client of the worker's own; leaving its `with` ends that process."""
     turns: list[list[int]] = []
     counting = counting_calls(turns)
 
-    model = bench.HttpModel()
     clients: list[int] = []
 
-    async def run() -> None:
+    async def run(model: bench.HttpModel) -> None:
         try:
             await bench.steady(counting, 2, model)
             clients.append(len(model._workers))
@@ -119,9 +119,7 @@ def test_steady_over_http_makes_every_call_against_the_models_process(
             await model.aclose()
 
     monkeypatch.setattr(bench, "TURNS", 4)
-    try:
-        anyio.run(run)
-    finally:
-        model.close()
+    with bench.HttpModel() as model:
+        anyio.run(run, model)
     assert sum(calls for (calls,) in turns) == 4 * 2 * (bench.TURN_CALLS + 1)
     assert clients == [4] and model._process.returncode is not None

@@ -99,7 +99,7 @@ INSPECTOR_ROUNDS, RUNS, HTTP_INSPECTOR_ROUNDS = 12, 2, 4
 """A side's figure is `RUNS` turns' worth of iterations of each of `TURNS` concurrent workers
 (`steady`), a second or two: many short rounds, so that a load that comes and goes meets
 every side, and the median of a dozen paired ratios is not one noisy round's. Over HTTP a
-side's turns take about ten seconds: one balanced square of rounds."""
+side's turns take about twenty seconds: one balanced square of rounds."""
 
 
 def balanced(names: list[str], rounds: int) -> list[list[str]]:
@@ -220,7 +220,10 @@ class HttpModel:
             await client.aclose()
         self._workers.clear()
 
-    def close(self) -> None:
+    def __enter__(self) -> HttpModel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
         """End the model's process."""
         self._process.terminate()
         self._process.wait()
@@ -364,7 +367,7 @@ def inspector(backend: str, model: HttpModel | None = None) -> dict[str, Any]:
     """1,000 concurrent turns unwatched (twice), watched with no page, with one page: CPU, wall.
 
     In memory (`scripted`), `INSPECTOR_ROUNDS` rounds of `RUNS` turns' worth a worker; over
-    HTTP (`model`), whose iterations cost ten times more, `HTTP_INSPECTOR_ROUNDS` of one.
+    HTTP (`model`), whose iterations cost twenty times more, `HTTP_INSPECTOR_ROUNDS` of one.
 
     Both inspectors are served (each its own uvicorn thread), one with a page following
     it, for the whole run: a side pays only for what differs. Per side, the CPU µs an
@@ -453,8 +456,9 @@ def held() -> tuple[float, float]:
     return kept / TURNS, kept / steps
 
 
-def in_place(rounds: int = 3) -> tuple[float, float, int]:
-    """The inspector's hook timed where it runs: its median ns a step, the timing's own, steps.
+def in_place(rounds: int = 3) -> tuple[float, float, tuple[int, int]]:
+    """The inspector's hook timed where it runs: its median ns a step, the timing's own, and
+    the steps timed (the hook's, the no-op's).
 
     Replayed alone (`hooks_alone`) the hook finds its code and data in the caches; among
     `TURNS` turns it does not. In `steady` runs every other turn is watched, so the hook and
@@ -490,7 +494,7 @@ def in_place(rounds: int = 3) -> tuple[float, float, int]:
 
     anyio.run(run)
     noop_ns, hook_ns = (statistics.median(samples) for samples in timed)
-    return hook_ns - noop_ns, noop_ns, len(timed[1])
+    return hook_ns - noop_ns, noop_ns, (len(timed[1]), len(timed[0]))
 
 
 def recorded_steps() -> list[Any]:
@@ -658,12 +662,8 @@ def inspector_figures() -> None:
         print("inspector instructions: valgrind is not installed, no figure")
     print(f"inspector, {load()}")
     for backend, workload in (("asyncio", MEMORY), ("trio", MEMORY), ("asyncio", HTTP)):
-        model = HttpModel() if workload == HTTP else None
-        try:
+        with HttpModel() if workload == HTTP else nullcontext() as model:
             measured = inspector(backend, model)
-        finally:
-            if model is not None:
-                model.close()
         base = [cpu for cpu, _ in measured["runs"]["unwatched"]]
         for name, runs in measured["runs"].items():
             cpu = [figure for figure, _ in runs]
